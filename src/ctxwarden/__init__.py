@@ -1,0 +1,64 @@
+"""ctxwarden: keeps a LangGraph agent's context window working over long sessions.
+
+The public API is re-exported here; the modules behind it are private and may move.
+"""
+
+from ctxwarden.core import (
+    DEFAULT_POLICY,
+    ApproximateCounter,
+    ContextPolicy,
+    GaugeLevel,
+    Measurement,
+    TiktokenCounter,
+    TokenMeter,
+    Window,
+    gauge_level,
+    resolve_window,
+)
+from ctxwarden.errors import (
+    CtxwardenError,
+    PolicyError,
+    ReplayMismatchError,
+    TrajectoryFormatError,
+    WindowUnknownError,
+)
+from ctxwarden.replay import Recording, ReplayChatModel, load_recording, replay_tools
+from ctxwarden.stack import (
+    CallBudget,
+    ContextLayer,
+    ContextWindowMiddleware,
+    context_middleware,
+    create_context_agent,
+    open_checkpointer,
+)
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "ApproximateCounter",
+    "CallBudget",
+    "ContextLayer",
+    "ContextPolicy",
+    "ContextWindowMiddleware",
+    "CtxwardenError",
+    "GaugeLevel",
+    "Measurement",
+    "PolicyError",
+    "Recording",
+    "ReplayChatModel",
+    "ReplayMismatchError",
+    "TiktokenCounter",
+    "TokenMeter",
+    "TrajectoryFormatError",
+    "Window",
+    "WindowUnknownError",
+    "__version__",
+    "context_middleware",
+    "create_context_agent",
+    "gauge_level",
+    "load_recording",
+    "open_checkpointer",
+    "replay_tools",
+    "resolve_window",
+]

@@ -1,0 +1,222 @@
+"""Every threshold of the context lifecycle, in one validated, frozen place.
+
+Thresholds are fractions of the window of the model actually called on a request,
+never token counts fixed when the agent is built: a policy written for a 200k model
+keeps working after a switch to an 8k one. A bad value fails at construction, with
+a message that names the field, the value and the fix, instead of misbehaving
+hours into a session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ctxwarden.errors import PolicyError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextPolicy:
+    """Thresholds of admit, clip and fold, and the gauge bands.
+
+    Build a variant with `policy.replace(field=value)`; the result is validated again.
+    """
+
+    # --- window -------------------------------------------------------------
+    window: int | None = None
+    """Window in tokens for every call. `None` reads it from the model called
+    (`profile["max_input_tokens"]`, else a local model's loaded context)."""
+
+    warn_at: float = 0.70
+    """Gauge turns `warn` from this share of the window."""
+
+    critical_at: float = 0.90
+    """Gauge turns `critical` from this share of the window."""
+
+    # --- admit --------------------------------------------------------------
+    skills_index_max_chars: int = 8_000
+    """Cap on the rendered skills index; past it one line says how many were omitted."""
+
+    memory_index_max_chars: int = 8_000
+    """Cap on the `MEMORY.md` index placed in the system prompt."""
+
+    instruction_file_max_chars: int = 4_000
+    """Cap on one `AGENTS.md` instruction file."""
+
+    instructions_max_chars: int = 12_000
+    """Cap on all instruction files together."""
+
+    # --- clip ---------------------------------------------------------------
+    evict_max_tokens: int = 20_000
+    """A tool result larger than this (or than `evict_window_share`) goes to a file at arrival."""
+
+    evict_window_share: float = 0.10
+    """Eviction threshold as a share of the window; the smaller of the two applies."""
+
+    clear_at: float = 0.60
+    """Old tool results are cleared from the model's view once a call would pass this share."""
+
+    clear_to: float = 0.40
+    """One clearing batch goes down to this share, so the cached prefix moves rarely."""
+
+    keep_tool_results: int = 3
+    """The newest tool results that clearing never touches."""
+
+    clear_exclude_tools: tuple[str, ...] = ()
+    """Tools whose results are never cleared (for example an attempt log)."""
+
+    clip_tool_args: bool = True
+    """Clearing also clips large tool-call arguments in older turns."""
+
+    clip_args_min_tokens: int = 500
+    """Tool-call arguments at least this large are clipped in older turns."""
+
+    mask_after_turns: int | None = None
+    """Cost-first: mask tool results older than the newest N turns whatever the fill."""
+
+    # --- fold ---------------------------------------------------------------
+    summarize_at: float = 0.85
+    """Older turns are folded into a summary once a call, after clearing, would pass this share."""
+
+    fold_keep_share: float = 0.10
+    """The newest turns kept verbatim by a fold (at least the last complete turn)."""
+
+    fold_min_saving: float = 0.10
+    """A fold saving less than this share of what it replaced counts as unproductive."""
+
+    fold_regrow_share: float = 0.10
+    """After an unproductive fold, no new fold until the thread grew by this share of the window."""
+
+    summarizer_retries: int = 1
+    """Retries of the summarizer model before the deterministic summary is used."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "clear_exclude_tools", _names(self.clear_exclude_tools))
+        _check(self)
+
+    @classmethod
+    def cost_first(cls, mask_after_turns: int = 3, **changes: Any) -> ContextPolicy:
+        """The cost-first preset: tool results older than the newest turns are masked at any fill."""
+        return cls(mask_after_turns=mask_after_turns, **changes)
+
+    def replace(self, **changes: Any) -> ContextPolicy:
+        """A copy with `changes` applied, validated like a new policy."""
+        return dataclasses.replace(self, **changes)
+
+    def evict_threshold(self, window: int) -> int:
+        """Tokens above which a tool result is evicted at arrival, for this window."""
+        return min(self.evict_max_tokens, max(1, int(window * self.evict_window_share)))
+
+    def clear_threshold(self, window: int) -> int:
+        """Tokens at which clearing fires for this window."""
+        return int(window * self.clear_at)
+
+    def fold_threshold(self, window: int) -> int:
+        """Tokens at which folding fires for this window."""
+        return int(window * self.summarize_at)
+
+
+def _names(value: Iterable[str] | str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise PolicyError(
+            f"ContextPolicy.clear_exclude_tools={value!r} is a single string; "
+            f"pass a sequence of tool names, e.g. clear_exclude_tools=({value!r},)."
+        )
+    names = tuple(value)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise PolicyError(
+                f"ContextPolicy.clear_exclude_tools holds {name!r}; every entry must be a tool name (a non-empty str)."
+            )
+    return names
+
+
+def _fail(field_name: str, value: object, rule: str, fix: str) -> PolicyError:
+    return PolicyError(f"ContextPolicy.{field_name}={value!r} {rule}. Fix: {fix}.")
+
+
+def _check_share(policy: ContextPolicy, name: str, *, upper_inclusive: bool = False) -> None:
+    value = getattr(policy, name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _fail(name, value, "is not a number", f"pass a share of the window such as {name}=0.5")
+    ok = 0 < value <= 1 if upper_inclusive else 0 < value < 1
+    if not ok:
+        bound = "(0, 1]" if upper_inclusive else "(0, 1)"
+        raise _fail(name, value, f"is outside {bound}", f"pass a share of the window, e.g. {name}=0.5")
+
+
+def _check_count(policy: ContextPolicy, name: str, *, minimum: int) -> None:
+    value = getattr(policy, name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(name, value, "is not an int", f"pass a whole number >= {minimum}")
+    if value < minimum:
+        raise _fail(name, value, f"is below {minimum}", f"pass a whole number >= {minimum}")
+
+
+def _check(policy: ContextPolicy) -> None:
+    if policy.window is not None:
+        _check_count(policy, "window", minimum=1)
+    for name in ("warn_at", "clear_at", "clear_to", "summarize_at", "fold_keep_share", "fold_regrow_share"):
+        _check_share(policy, name)
+    for name in ("critical_at", "evict_window_share"):
+        _check_share(policy, name, upper_inclusive=True)
+    for name in (
+        "skills_index_max_chars",
+        "memory_index_max_chars",
+        "instruction_file_max_chars",
+        "instructions_max_chars",
+        "evict_max_tokens",
+        "clip_args_min_tokens",
+    ):
+        _check_count(policy, name, minimum=1)
+    _check_count(policy, "keep_tool_results", minimum=0)
+    _check_count(policy, "summarizer_retries", minimum=0)
+    if policy.mask_after_turns is not None:
+        _check_count(policy, "mask_after_turns", minimum=1)
+    if not isinstance(policy.fold_min_saving, int | float) or not 0 <= policy.fold_min_saving < 1:
+        raise _fail("fold_min_saving", policy.fold_min_saving, "is outside [0, 1)", "pass e.g. 0.10")
+
+    if policy.warn_at >= policy.critical_at:
+        raise _fail(
+            "warn_at",
+            policy.warn_at,
+            f"must be below critical_at={policy.critical_at!r}",
+            "keep warn_at < critical_at, e.g. warn_at=0.7, critical_at=0.9",
+        )
+    if policy.clear_to >= policy.clear_at:
+        raise _fail(
+            "clear_to",
+            policy.clear_to,
+            f"must be below clear_at={policy.clear_at!r} (a clearing batch goes down to it)",
+            "keep clear_to < clear_at, e.g. clear_to=0.4, clear_at=0.6",
+        )
+    if policy.clear_at >= policy.summarize_at:
+        raise _fail(
+            "clear_at",
+            policy.clear_at,
+            f"must be below summarize_at={policy.summarize_at!r} (clearing runs before folding)",
+            "keep clear_at < summarize_at < 1, e.g. clear_at=0.6, summarize_at=0.85",
+        )
+    if policy.fold_keep_share >= policy.summarize_at:
+        raise _fail(
+            "fold_keep_share",
+            policy.fold_keep_share,
+            f"must be below summarize_at={policy.summarize_at!r} (a fold must leave room)",
+            "keep fold_keep_share well below summarize_at, e.g. 0.10",
+        )
+    if policy.instruction_file_max_chars > policy.instructions_max_chars:
+        raise _fail(
+            "instruction_file_max_chars",
+            policy.instruction_file_max_chars,
+            f"exceeds instructions_max_chars={policy.instructions_max_chars!r}",
+            "keep the per-file cap at or below the total cap",
+        )
+
+
+DEFAULT_POLICY = ContextPolicy()
+"""The policy used when none is given."""
+
+
+__all__ = ["DEFAULT_POLICY", "ContextPolicy"]

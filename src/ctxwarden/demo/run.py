@@ -1,0 +1,190 @@
+"""The demo: a real recorded session replayed through `create_context_agent`.
+
+It shows, on a session nobody on this project wrote, what the context manager did
+and what each model call received. The recording's actions are fixed, so the
+numbers depend on the context management alone. Input tokens per call are what the
+replayed model reports having received (`usage="received"`), measured independently
+of ctxwarden's own meter.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ctxwarden.core.gauge import gauge_level
+from ctxwarden.replay.driver import replay_into
+from ctxwarden.replay.model import ReplayChatModel
+from ctxwarden.replay.recording import Recording, load_recording
+from ctxwarden.replay.tools import replay_tools
+from ctxwarden.stack.build import DEFAULT_STATE_DIR, create_context_agent
+from ctxwarden.stack.middleware import METADATA_KEY
+
+DEFAULT_WINDOW = 32_000
+DEFAULT_TRAJECTORY = "sqlfluff__sqlfluff-1733.traj.json"
+TRAJECTORY_CREDIT = (
+    "Recorded by mini-swe-agent (github.com/SWE-agent/mini-swe-agent, MIT), deepseek-chat on SWE-bench Lite."
+)
+
+
+@dataclass(slots=True)
+class DemoResult:
+    """What one demo run measured."""
+
+    trajectory: str
+    thread_id: str
+    state_dir: str
+    window: int
+    calls: int
+    input_tokens_total: int
+    input_tokens_peak: int
+    peak_fraction: float
+    overflows: int
+    evictions: int
+    clears: int
+    folds: int
+    seconds: float
+    per_call_input_tokens: list[int] = field(default_factory=list)
+
+    @property
+    def gauge(self) -> str:
+        """Gauge reading at the peak call."""
+        return gauge_level(self.peak_fraction)
+
+    def to_json(self) -> str:
+        """One JSON object with every figure."""
+        return json.dumps(asdict(self) | {"gauge": self.gauge})
+
+
+def default_trajectory() -> Path:
+    """The trajectory shipped with the package."""
+    return Path(str(resources.files("ctxwarden.demo") / "data" / DEFAULT_TRAJECTORY))
+
+
+def run_demo(
+    trajectory: str | Path | None = None,
+    *,
+    window: int = DEFAULT_WINDOW,
+    state_dir: str | Path = DEFAULT_STATE_DIR,
+    thread_id: str | None = None,
+    console: Console | None = None,
+) -> DemoResult:
+    """Replay `trajectory` (default: the shipped one) at `window` tokens and measure every call.
+
+    A progress bar goes to `console` when one is given.
+    """
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise ValueError(f"window={window!r} must be a positive number of tokens, e.g. --window 32000.")
+    recording = load_recording(trajectory or default_trajectory())
+    model = ReplayChatModel(recording=recording, usage="received", profile={"max_input_tokens": window})
+    agent = create_context_agent(
+        model, replay_tools(recording), state_dir=state_dir, system_prompt=recording.system_prompt
+    )
+    thread_id = thread_id or f"demo-{recording.instance_id or 'session'}-{uuid.uuid4().hex[:8]}"
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+    started = time.perf_counter()
+    try:
+        with _progress(console, recording) as advance:
+            messages = replay_into(agent, recording, config, on_call=lambda _message: advance())
+    finally:
+        agent.checkpointer.conn.close()
+    return summarize(messages, recording, thread_id, Path(state_dir), window, time.perf_counter() - started)
+
+
+def summarize(
+    messages: list[BaseMessage],
+    recording: Recording,
+    thread_id: str,
+    state_dir: Path,
+    window: int,
+    seconds: float,
+) -> DemoResult:
+    """Figures of a replayed thread, from its checkpointed messages."""
+    calls = [m for m in messages if isinstance(m, AIMessage)]
+    per_call = [m.usage_metadata["input_tokens"] if m.usage_metadata else 0 for m in calls]
+    applied = [layer for m in calls for layer in m.response_metadata.get(METADATA_KEY, {}).get("applied", ())]
+    # a tool result replaced at arrival (evicted to a file) differs from what the recording returned
+    evictions = sum(
+        1 for m in messages if isinstance(m, ToolMessage) and m.content != recording.outputs.get(m.tool_call_id)
+    )
+    peak = max(per_call, default=0)
+    return DemoResult(
+        trajectory=recording.source,
+        thread_id=thread_id,
+        state_dir=str(state_dir),
+        window=window,
+        calls=len(calls),
+        input_tokens_total=sum(per_call),
+        input_tokens_peak=peak,
+        peak_fraction=round(peak / window, 4),
+        overflows=sum(1 for tokens in per_call if tokens > window),
+        evictions=evictions,
+        clears=applied.count("clear"),
+        folds=applied.count("fold"),
+        seconds=round(seconds, 3),
+        per_call_input_tokens=per_call,
+    )
+
+
+def render(result: DemoResult, console: Console) -> None:
+    """The end-of-run table, for a person."""
+    table = Table(title=f"ctxwarden demo · window {result.window:,} tokens", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    table.add_row("trajectory", Path(result.trajectory).name)
+    table.add_row("model calls", f"{result.calls:,}")
+    table.add_row("input tokens, total", f"{result.input_tokens_total:,}")
+    table.add_row(
+        "input tokens, peak",
+        f"{result.input_tokens_peak:,} ({result.peak_fraction:.0%} of the window, {result.gauge})",
+    )
+    table.add_row("calls over the window", f"{result.overflows:,} of {result.calls:,}")
+    table.add_row("evicted / cleared / folded", f"{result.evictions} / {result.clears} / {result.folds}")
+    table.add_row("input tokens per call", _sparkline(result.per_call_input_tokens, result.window))
+    table.add_row("thread", f"{result.thread_id} in {result.state_dir}")
+    console.print(table)
+    console.print(f"[dim]{TRAJECTORY_CREDIT}[/dim]")
+
+
+def _sparkline(values: list[int], window: int, width: int = 60) -> str:
+    """One character per bucket of calls, its height the bucket's peak share of the window."""
+    if not values:
+        return ""
+    bars = "▁▂▃▄▅▆▇█"
+    size = max(1, -(-len(values) // width))
+    buckets = [max(values[i : i + size]) for i in range(0, len(values), size)]
+    line = "".join(bars[min(len(bars) - 1, int(v / window * (len(bars) - 1)))] for v in buckets)
+    return f"{line} (█ ≥ window)"
+
+
+@contextmanager
+def _progress(console: Console | None, recording: Recording) -> Iterator[Any]:
+    if console is None:
+        yield lambda: None
+        return
+    columns = (
+        TextColumn("replaying"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("model calls"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("replay", total=len(recording.steps) + 1)
+        yield lambda: progress.advance(task)
+
+
+__all__ = ["DEFAULT_WINDOW", "TRAJECTORY_CREDIT", "DemoResult", "default_trajectory", "render", "run_demo"]

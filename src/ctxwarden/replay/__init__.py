@@ -1,0 +1,17 @@
+"""Replay of recorded agent sessions: the recording, a replaying chat model and replaying tools."""
+
+from ctxwarden.replay.model import ReplayChatModel
+from ctxwarden.replay.recording import RecordedTurn, Recording, load_recording, parse_recording
+from ctxwarden.replay.scripted import ScriptedChatModel, scripted_model
+from ctxwarden.replay.tools import replay_tools
+
+__all__ = [
+    "RecordedTurn",
+    "Recording",
+    "ReplayChatModel",
+    "ScriptedChatModel",
+    "load_recording",
+    "parse_recording",
+    "replay_tools",
+    "scripted_model",
+]

@@ -1,0 +1,141 @@
+"""A chat model that replays a recorded session, step by step.
+
+The recorded actions do not depend on what the model is shown, so replaying them
+through different context managers compares the managers alone. Each call
+re-emits the next recorded assistant turn with its tool calls; before it does, it
+checks that the conversation it received answers the previous step (the results of
+exactly its tool calls, or a new user message), and raises `ReplayMismatchError`
+naming the step when it does not. After the last step, one closing message without
+tool calls ends the agent loop.
+
+`usage` chooses what `usage_metadata` reports: `"recorded"` (what the original
+provider billed for the original harness's context) or `"received"` (the input this
+replay actually received, counted with langchain-core's estimate) — the one to use
+when measuring a context manager.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ConfigDict, PrivateAttr
+
+from ctxwarden.errors import ReplayMismatchError
+from ctxwarden.replay.recording import Recording
+
+CLOSING_TEXT = "The recorded session ends here."
+
+
+class ReplayChatModel(BaseChatModel):
+    """Re-emits the assistant turns of a `Recording`, in order, one per call."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    recording: Recording
+    usage: Literal["recorded", "received"] = "recorded"
+    model_name: str = "replay"
+
+    _position: int = PrivateAttr(default=0)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @property
+    def _llm_type(self) -> str:
+        return "ctxwarden-replay"
+
+    @property
+    def position(self) -> int:
+        """Index of the next step to emit."""
+        return self._position
+
+    @property
+    def finished(self) -> bool:
+        """Whether every recorded step was emitted."""
+        return self._position >= len(self.recording.steps)
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Keep the tool schemas so `usage="received"` counts them like a provider would."""
+        return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        steps = self.recording.steps
+        with self._lock:
+            index = self._position
+            if index > len(steps):
+                raise ReplayMismatchError(
+                    f"{self.recording.source}: step {index}: the recording has {len(steps)} steps and its "
+                    f"closing message was already sent; the agent called the model again."
+                )
+            self._check_answers(index, messages)
+            self._position += 1
+        if index == len(steps):
+            message = AIMessage(CLOSING_TEXT, response_metadata={"replay": {"step": index, "closing": True}})
+        else:
+            message = steps[index].model_copy(deep=True)
+        if self.usage == "received":
+            received = count_tokens_approximately(messages, tools=kwargs.get("tools"))
+            message.usage_metadata = UsageMetadata(
+                input_tokens=received,
+                output_tokens=count_tokens_approximately([message]),
+                total_tokens=received + count_tokens_approximately([message]),
+            )
+        elif index == len(steps):
+            message.usage_metadata = None
+        message.response_metadata = {**message.response_metadata, "model_name": self.model_name}
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _check_answers(self, index: int, messages: Sequence[BaseMessage]) -> None:
+        """The conversation must answer step `index - 1`: its tool results, or a new user message."""
+        where = f"{self.recording.source}: step {index}"
+        if not messages:
+            raise ReplayMismatchError(f"{where}: the model was called with no messages.")
+        if index == 0:
+            if not isinstance(messages[-1], HumanMessage):
+                raise ReplayMismatchError(
+                    f"{where}: expected the first call to end with the user's message, "
+                    f"got a {messages[-1].type} message."
+                )
+            return
+        expected = {str(call["id"]) for call in self.recording.steps[index - 1].tool_calls}
+        if not expected:
+            if not isinstance(messages[-1], HumanMessage):
+                raise ReplayMismatchError(
+                    f"{where}: step {index - 1} ended a turn, so a new user message was expected; "
+                    f"got a {messages[-1].type} message."
+                )
+            return
+        answered: set[str] = set()
+        for message in reversed(messages):
+            if not isinstance(message, ToolMessage):
+                break
+            answered.add(message.tool_call_id)
+        if answered != expected:
+            raise ReplayMismatchError(
+                f"{where}: expected the results of step {index - 1}'s tool calls {sorted(expected)}, "
+                f"got results for {sorted(answered)}."
+            )
+
+
+__all__ = ["CLOSING_TEXT", "ReplayChatModel"]

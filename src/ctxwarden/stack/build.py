@@ -1,0 +1,86 @@
+"""The one-call stack: ctxwarden's middlewares for any agent, or a whole deep agent with them.
+
+`context_middleware()` is for callers who build their own agent; it returns the
+middlewares in the order they must run. `create_context_agent()` is the embedded
+default: a deepagents agent with the stack in place, a real SQLite checkpointer and a
+filesystem backend, all under one state directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from deepagents import create_deep_agent
+from deepagents.backends import FilesystemBackend
+from langchain.agents.middleware.types import AgentMiddleware
+from langgraph.types import Checkpointer
+
+from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.stack.checkpoints import open_checkpointer
+from ctxwarden.stack.middleware import ContextLayer, ContextWindowMiddleware
+
+DEFAULT_STATE_DIR = Path(".ctxwarden")
+"""Where the embedded default keeps checkpoints, the trace and offloaded files."""
+
+CHECKPOINTS_FILE = "checkpoints.sqlite"
+
+
+def context_middleware(
+    *,
+    policy: ContextPolicy | None = None,
+    meter: TokenMeter | None = None,
+    layers: Sequence[ContextLayer] = (),
+) -> list[AgentMiddleware]:
+    """The ctxwarden middlewares, in run order, for `create_deep_agent(middleware=...)`.
+
+    The first takes deepagents' `SummarizationMiddleware` slot by name, so in a deep
+    agent it runs ahead of the caller's own middleware; with `langchain.agents.create_agent`
+    put these first in the list for the same effect.
+    """
+    return [ContextWindowMiddleware(policy=policy, meter=meter, layers=layers)]
+
+
+def create_context_agent(
+    model: Any,
+    tools: Sequence[Any] = (),
+    *,
+    state_dir: str | Path = DEFAULT_STATE_DIR,
+    policy: ContextPolicy | None = None,
+    meter: TokenMeter | None = None,
+    layers: Sequence[ContextLayer] = (),
+    system_prompt: str | None = None,
+    middleware: Sequence[AgentMiddleware] = (),
+    checkpointer: Checkpointer | None = None,
+    backend: Any = None,
+    **deep_agent_kwargs: Any,
+) -> Any:
+    """A deep agent with the ctxwarden stack, checkpointed under `state_dir`.
+
+    `layers` are extra lifecycle stages run after ctxwarden's own on every model call.
+    Defaults: a `SqliteSaver` at `<state_dir>/checkpoints.sqlite` (usable from sync and
+    async code) and a `FilesystemBackend` confined to `state_dir`. Pass `checkpointer`
+    or `backend` to use others (Postgres, a `StoreBackend`, ...); other keyword
+    arguments go to `create_deep_agent`.
+    """
+    state = Path(state_dir)
+    state.mkdir(parents=True, exist_ok=True)
+    if checkpointer is None:
+        checkpointer = open_checkpointer(state / CHECKPOINTS_FILE)
+    if backend is None:
+        backend = FilesystemBackend(root_dir=state, virtual_mode=True)
+    stack = [*context_middleware(policy=policy, meter=meter, layers=layers), *middleware]
+    return create_deep_agent(
+        model,
+        list(tools),
+        system_prompt=system_prompt,
+        middleware=stack,
+        checkpointer=checkpointer,
+        backend=backend,
+        **deep_agent_kwargs,
+    )
+
+
+__all__ = ["CHECKPOINTS_FILE", "DEFAULT_STATE_DIR", "context_middleware", "create_context_agent"]

@@ -1,0 +1,53 @@
+"""Promises the repository makes to a reader: the README's commands are the ones CI runs, notebooks carry no outputs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _readme_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first_screen = readme.split("\n## ", 1)[0]
+    return re.findall(r"```(?:bash|sh)\n(.+?)\n```", first_screen, flags=re.S)
+
+
+def test_readme_first_screen_has_exactly_two_commands() -> None:
+    commands = _readme_commands()
+    assert len(commands) == 2
+    demo, tests = commands
+    assert demo.startswith("python3 -m venv .venv && ")
+    assert demo.endswith("ctxwarden demo")
+    assert tests.startswith("python3 -m venv .venv && ")
+    assert "pytest" in tests
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    _demo, tests = _readme_commands()
+    assert tests in ci
+
+
+def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.+?)\n```", readme, flags=re.S)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+
+
+def test_notebooks_are_committed_without_outputs() -> None:
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert notebooks
+    for path in notebooks:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        for cell in cells:
+            if cell["cell_type"] == "code":
+                assert cell["outputs"] == [], f"{path.name} has outputs; clear them before committing"
+                assert cell["execution_count"] is None, path.name
