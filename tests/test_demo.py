@@ -52,6 +52,12 @@ def test_demo_json_on_the_embedded_defaults(tmp_path: Path) -> None:
     # the 110k-character log output is evicted to a file at arrival
     assert result["evictions"] >= 1
     assert (tmp_path / ".ctxwarden" / "large_tool_results").is_dir()
+    # the usage plot and the /context report of the replayed thread
+    assert (tmp_path / ".ctxwarden" / "usage.png").read_bytes()[:4] == b"\x89PNG"
+    context = result["context"]
+    assert context["thread_id"] == result["thread_id"]
+    assert context["window"] == 32_000
+    assert context["spend"]["main"]["calls"] == 81
 
 
 def test_demo_table_and_options(tmp_path: Path) -> None:
@@ -61,6 +67,7 @@ def test_demo_table_and_options(tmp_path: Path) -> None:
     assert "model calls" in done.stdout
     assert "mini-swe-agent" in done.stdout  # the recording is credited
     assert "mine" in done.stdout
+    assert "Context · thread mine" in done.stdout  # the /context report follows the table
     assert (tmp_path / "state" / "checkpoints.sqlite").is_file()
 
 

@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from ctxwarden import create_context_agent
-from ctxwarden.stack.middleware import METADATA_KEY
+from ctxwarden.core.stamp import METADATA_KEY
 
 PROVIDERS = [
     ("ANTHROPIC_API_KEY", "langchain_anthropic", "anthropic:claude-haiku-4-5"),

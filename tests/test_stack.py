@@ -20,8 +20,8 @@ from ctxwarden import (
     context_middleware,
     create_context_agent,
 )
+from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.replay import scripted_model
-from ctxwarden.stack.middleware import METADATA_KEY
 
 CONFIG = {"configurable": {"thread_id": "t"}}
 

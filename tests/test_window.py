@@ -8,8 +8,8 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from ctxwarden import WindowUnknownError, create_context_agent, resolve_window
+from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.replay import ScriptedChatModel, scripted_model
-from ctxwarden.stack.middleware import METADATA_KEY
 
 
 class ChatOllama(ScriptedChatModel):

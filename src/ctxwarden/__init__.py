@@ -22,6 +22,16 @@ from ctxwarden.errors import (
     TrajectoryFormatError,
     WindowUnknownError,
 )
+from ctxwarden.observe import (
+    ContextReport,
+    TraceEvent,
+    TraceRecorder,
+    TraceStore,
+    UnknownThreadError,
+    acontext_report,
+    context_report,
+)
+from ctxwarden.observe.plot import usage_plot
 from ctxwarden.replay import Recording, ReplayChatModel, load_recording, replay_tools
 from ctxwarden.stack import (
     CallBudget,
@@ -40,6 +50,7 @@ __all__ = [
     "CallBudget",
     "ContextLayer",
     "ContextPolicy",
+    "ContextReport",
     "ContextWindowMiddleware",
     "CtxwardenError",
     "GaugeLevel",
@@ -50,15 +61,22 @@ __all__ = [
     "ReplayMismatchError",
     "TiktokenCounter",
     "TokenMeter",
+    "TraceEvent",
+    "TraceRecorder",
+    "TraceStore",
     "TrajectoryFormatError",
+    "UnknownThreadError",
     "Window",
     "WindowUnknownError",
     "__version__",
+    "acontext_report",
     "context_middleware",
+    "context_report",
     "create_context_agent",
     "gauge_level",
     "load_recording",
     "open_checkpointer",
     "replay_tools",
     "resolve_window",
+    "usage_plot",
 ]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,6 +54,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--thread-id", help="thread to replay into (default: a new one)")
     demo.add_argument("--json", action="store_true", help="print one JSON object on stdout instead of the table")
+
+    context = commands.add_parser("context", help="the /context report of a checkpointed thread")
+    context.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="the agent's state dir")
+    context.add_argument("--thread", required=True, help="thread id")
+    context.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+
+    trace = commands.add_parser("trace", help="the trace events of a thread, oldest first")
+    trace.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="the agent's state dir")
+    trace.add_argument("--thread", required=True, help="thread id")
+    trace.add_argument("--kind", action="append", help="only events of this kind (repeatable)")
+    trace.add_argument("--json", action="store_true", help="one JSON object per line")
     return parser
 
 
@@ -59,7 +72,73 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "demo":
         return _demo(args)
+    if args.command == "context":
+        return _context(args)
+    if args.command == "trace":
+        return _trace(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+def _fail(command: str, message: object) -> int:
+    sys.stderr.write(f"ctxwarden {command}: {message}\n")
+    return 2
+
+
+def _context(args: argparse.Namespace) -> int:
+    from ctxwarden.observe import UnknownThreadError, context_report
+
+    try:
+        report = context_report(args.state_dir, {"configurable": {"thread_id": args.thread}})
+    except (UnknownThreadError, CtxwardenError) as exc:
+        return _fail("context", exc)
+    if args.json:
+        sys.stdout.write(json.dumps(report.to_dict()) + "\n")
+        return 0
+    out = Console()
+    if out.is_terminal:
+        out.print(report)
+    else:
+        sys.stdout.write(report.to_text() + "\n")
+    return 0
+
+
+def _trace(args: argparse.Namespace) -> int:
+    from ctxwarden.observe import TRACE_FILE, TraceError, TraceStore
+
+    path = args.state_dir / TRACE_FILE
+    if not path.is_file():
+        return _fail("trace", f"no trace at {path}. Fix: pass the --state-dir the agent ran with.")
+    store = TraceStore(path)
+    try:
+        known = store.threads()
+        if args.thread not in known:
+            listing = ", ".join(known[:10]) + (" …" if len(known) > 10 else "") if known else "none"
+            return _fail("trace", f"thread {args.thread!r} has no events in {path}. Known threads: {listing}.")
+        events = store.events(thread_id=args.thread, kind=args.kind)
+    except TraceError as exc:
+        return _fail("trace", exc)
+    finally:
+        store.close()
+    for event in events:
+        if args.json:
+            row = {
+                "id": event.id,
+                "ts": event.ts,
+                "thread_id": event.thread_id,
+                "namespace": event.namespace,
+                "run_id": event.run_id,
+                "kind": event.kind,
+                "model": event.model,
+                "payload": dict(event.payload),
+            }
+            sys.stdout.write(json.dumps(row) + "\n")
+        else:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.ts))
+            where = f" [{event.namespace}]" if event.namespace else ""
+            model = f" {event.model}" if event.model else ""
+            payload = json.dumps(dict(event.payload), separators=(",", ":"))
+            sys.stdout.write(f"{when} {event.kind}{model}{where} {payload}\n")
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:

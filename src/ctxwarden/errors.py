@@ -30,10 +30,42 @@ class ReplayMismatchError(CtxwardenError, RuntimeError):
     """A replayed model or tool was called in a way the recording does not contain."""
 
 
+_OVERFLOW_MARKERS = (
+    "context_length_exceeded",
+    "contextwindowexceedederror",
+    "maximum context length",
+    "exceeds the context window",
+    "exceeds the available context size",
+    "context window exceeded",
+    "context limit exceeded",
+    "input tokens exceed the configured limit",
+    "prompt is too long",
+    "request too large",
+)
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """Whether a provider error says the input was larger than the model's window.
+
+    `langchain_core.exceptions.ContextOverflowError`, or a 400/413/422 whose message
+    carries one of the providers' usual wordings.
+    """
+    from langchain_core.exceptions import ContextOverflowError
+
+    if isinstance(exc, ContextOverflowError):
+        return True
+    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
+    if status not in {400, 413, 422}:
+        return False
+    text = str(exc).lower()
+    return any(marker in text for marker in _OVERFLOW_MARKERS)
+
+
 __all__ = [
     "CtxwardenError",
     "PolicyError",
     "ReplayMismatchError",
     "TrajectoryFormatError",
     "WindowUnknownError",
+    "is_context_overflow",
 ]

@@ -19,22 +19,26 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ctxwarden.core.gauge import gauge_level
+from ctxwarden.core.stamp import METADATA_KEY, is_evicted
+from ctxwarden.observe.plot import usage_plot
+from ctxwarden.observe.report import ContextReport, build_report
+from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.replay.driver import replay_into
 from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording, load_recording
 from ctxwarden.replay.tools import replay_tools
 from ctxwarden.stack.build import DEFAULT_STATE_DIR, create_context_agent
-from ctxwarden.stack.middleware import METADATA_KEY
 
 DEFAULT_WINDOW = 32_000
 DEFAULT_TRAJECTORY = "sqlfluff__sqlfluff-1733.traj.json"
+PLOT_FILE = "usage.png"
 TRAJECTORY_CREDIT = (
     "Recorded by mini-swe-agent (github.com/SWE-agent/mini-swe-agent, MIT), deepseek-chat on SWE-bench Lite."
 )
@@ -58,6 +62,10 @@ class DemoResult:
     folds: int
     seconds: float
     per_call_input_tokens: list[int] = field(default_factory=list)
+    plot: str | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+
+    report: ContextReport | None = field(default=None, repr=False)
 
     @property
     def gauge(self) -> str:
@@ -66,7 +74,8 @@ class DemoResult:
 
     def to_json(self) -> str:
         """One JSON object with every figure."""
-        return json.dumps(asdict(self) | {"gauge": self.gauge})
+        figures = {k: v for k, v in asdict(self).items() if k != "report"}
+        return json.dumps(figures | {"gauge": self.gauge})
 
 
 def default_trajectory() -> Path:
@@ -101,7 +110,17 @@ def run_demo(
             messages = replay_into(agent, recording, config, on_call=lambda _message: advance())
     finally:
         agent.checkpointer.conn.close()
-    return summarize(messages, recording, thread_id, Path(state_dir), window, time.perf_counter() - started)
+    result = summarize(messages, recording, thread_id, Path(state_dir), window, time.perf_counter() - started)
+    trace = TraceStore(Path(state_dir) / TRACE_FILE)
+    try:
+        report = build_report(messages, thread_id=thread_id, spend=trace.spend(thread_id))
+    finally:
+        trace.close()
+    plot_path = Path(state_dir) / PLOT_FILE
+    usage_plot(messages, path=plot_path, title=f"{recording.instance_id or 'replay'} at a {window:,}-token window")
+    result.plot, result.context = str(plot_path), report.to_dict()
+    result.report = report
+    return result
 
 
 def summarize(
@@ -116,10 +135,7 @@ def summarize(
     calls = [m for m in messages if isinstance(m, AIMessage)]
     per_call = [m.usage_metadata["input_tokens"] if m.usage_metadata else 0 for m in calls]
     applied = [layer for m in calls for layer in m.response_metadata.get(METADATA_KEY, {}).get("applied", ())]
-    # a tool result replaced at arrival (evicted to a file) differs from what the recording returned
-    evictions = sum(
-        1 for m in messages if isinstance(m, ToolMessage) and m.content != recording.outputs.get(m.tool_call_id)
-    )
+    evictions = sum(1 for m in messages if is_evicted(m))
     peak = max(per_call, default=0)
     return DemoResult(
         trajectory=recording.source,
@@ -155,7 +171,12 @@ def render(result: DemoResult, console: Console) -> None:
     table.add_row("evicted / cleared / folded", f"{result.evictions} / {result.clears} / {result.folds}")
     table.add_row("input tokens per call", _sparkline(result.per_call_input_tokens, result.window))
     table.add_row("thread", f"{result.thread_id} in {result.state_dir}")
+    if result.plot:
+        table.add_row("usage plot", result.plot)
     console.print(table)
+    if result.report is not None:
+        console.print()
+        console.print(result.report)
     console.print(f"[dim]{TRAJECTORY_CREDIT}[/dim]")
 
 

@@ -19,6 +19,8 @@ from langgraph.types import Checkpointer
 
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.observe.recorder import TraceRecorder
+from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.checkpoints import open_checkpointer
 from ctxwarden.stack.middleware import ContextLayer, ContextWindowMiddleware
 
@@ -33,14 +35,17 @@ def context_middleware(
     policy: ContextPolicy | None = None,
     meter: TokenMeter | None = None,
     layers: Sequence[ContextLayer] = (),
+    trace: TraceRecorder | TraceStore | str | Path | None = None,
 ) -> list[AgentMiddleware]:
     """The ctxwarden middlewares, in run order, for `create_deep_agent(middleware=...)`.
 
     The first takes deepagents' `SummarizationMiddleware` slot by name, so in a deep
     agent it runs ahead of the caller's own middleware; with `langchain.agents.create_agent`
-    put these first in the list for the same effect.
+    put these first in the list for the same effect. `trace` is where events are
+    recorded (a `trace.sqlite` path, a store or a recorder); `None` records nothing.
     """
-    return [ContextWindowMiddleware(policy=policy, meter=meter, layers=layers)]
+    recorder = trace if isinstance(trace, TraceRecorder) else TraceRecorder(trace)
+    return [ContextWindowMiddleware(policy=policy, meter=meter, layers=layers, recorder=recorder)]
 
 
 def create_context_agent(
@@ -51,6 +56,7 @@ def create_context_agent(
     policy: ContextPolicy | None = None,
     meter: TokenMeter | None = None,
     layers: Sequence[ContextLayer] = (),
+    trace: bool | TraceRecorder | TraceStore | str | Path = True,
     system_prompt: str | None = None,
     middleware: Sequence[AgentMiddleware] = (),
     checkpointer: Checkpointer | None = None,
@@ -61,7 +67,8 @@ def create_context_agent(
 
     `layers` are extra lifecycle stages run after ctxwarden's own on every model call.
     Defaults: a `SqliteSaver` at `<state_dir>/checkpoints.sqlite` (usable from sync and
-    async code) and a `FilesystemBackend` confined to `state_dir`. Pass `checkpointer`
+    async code), the trace at `<state_dir>/trace.sqlite` (`trace=False` for none) and a
+    `FilesystemBackend` confined to `state_dir`. Pass `checkpointer`
     or `backend` to use others (Postgres, a `StoreBackend`, ...); other keyword
     arguments go to `create_deep_agent`.
     """
@@ -71,7 +78,9 @@ def create_context_agent(
         checkpointer = open_checkpointer(state / CHECKPOINTS_FILE)
     if backend is None:
         backend = FilesystemBackend(root_dir=state, virtual_mode=True)
-    stack = [*context_middleware(policy=policy, meter=meter, layers=layers), *middleware]
+    if trace is True:
+        trace = state / TRACE_FILE
+    stack = [*context_middleware(policy=policy, meter=meter, layers=layers, trace=trace or None), *middleware]
     return create_deep_agent(
         model,
         list(tools),

@@ -7,6 +7,10 @@ the `SummarizationMiddleware` slot of `create_deep_agent` (same `name`, replaced
 place), because deepagents places that slot ahead of user middleware: a layer passed
 as ordinary user middleware would run *inside* summarization and be measured too late.
 
+It also records the trace (model usage, tool calls, model switches, overflows) through
+one `TraceRecorder`; being in the slot, it is inherited by deepagents' general-purpose
+subagent, whose events carry its checkpoint namespace.
+
 After the call, the AI message is stamped with what was measured
 (`response_metadata["ctxwarden"]`), so the checkpointed thread itself records the
 window, the count and the gauge of every call, and the meter calibrates against the
@@ -15,6 +19,8 @@ provider's reported input tokens.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
@@ -24,16 +30,18 @@ from langchain.agents.middleware.types import (
     ExtendedModelResponse,
     ModelRequest,
     ModelResponse,
+    ToolCallRequest,
 )
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.types import Command
 
 from ctxwarden.core.gauge import GaugeLevel, gauge_level
 from ctxwarden.core.meter import Measurement, TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
+from ctxwarden.core.stamp import METADATA_KEY, last_stamped
 from ctxwarden.core.window import Window, resolve_window
-
-METADATA_KEY = "ctxwarden"
-"""Key under which each AI message's `response_metadata` records its call's budget."""
+from ctxwarden.errors import is_context_overflow
+from ctxwarden.observe.recorder import PendingEvent, TraceRecorder
 
 SLOT_NAME = "SummarizationMiddleware"
 """The deepagents slot this middleware replaces, so it runs before any user middleware."""
@@ -116,7 +124,7 @@ class ContextLayer(Protocol):
 
 
 class ContextWindowMiddleware(AgentMiddleware):
-    """Measures every model call against the called model's window and runs the lifecycle layers."""
+    """Measures every model call against the called model's window, runs the lifecycle layers, records the trace."""
 
     def __init__(
         self,
@@ -124,11 +132,13 @@ class ContextWindowMiddleware(AgentMiddleware):
         policy: ContextPolicy | None = None,
         meter: TokenMeter | None = None,
         layers: Sequence[ContextLayer] = (),
+        recorder: TraceRecorder | None = None,
     ) -> None:
         super().__init__()
         self.policy = policy or DEFAULT_POLICY
         self.meter = meter or TokenMeter()
         self.layers = tuple(layers)
+        self.recorder = recorder or TraceRecorder(None)
 
     @property
     def name(self) -> str:
@@ -146,6 +156,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         )
         return CallBudget(window, measurement, self.policy)
 
+    # --- model calls ------------------------------------------------------------
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
@@ -157,7 +168,15 @@ class ContextWindowMiddleware(AgentMiddleware):
             if shaped is not request:
                 request, budget = shaped, self.budget(shaped)
                 applied.append(layer.name)
-        return cast("ModelResponse[Any]", self._record(handler(request), budget, applied))
+        self.recorder.record_all(_before_call_events(request, budget))
+        try:
+            response = handler(request)
+        except Exception as exc:
+            self.recorder.record_all(_failed_call_events(exc, budget))
+            raise
+        result, events = self._record(response, budget, applied)
+        self.recorder.record_all(events)
+        return cast("ModelResponse[Any]", result)
 
     async def awrap_model_call(
         self,
@@ -170,21 +189,32 @@ class ContextWindowMiddleware(AgentMiddleware):
             if shaped is not request:
                 request, budget = shaped, self.budget(shaped)
                 applied.append(layer.name)
-        return cast("ModelResponse[Any]", self._record(await handler(request), budget, applied))
+        await self.recorder.arecord_all(_before_call_events(request, budget))
+        try:
+            response = await handler(request)
+        except Exception as exc:
+            await self.recorder.arecord_all(_failed_call_events(exc, budget))
+            raise
+        result, events = self._record(response, budget, applied)
+        await self.recorder.arecord_all(events)
+        return cast("ModelResponse[Any]", result)
 
-    def _record(self, response: Any, budget: CallBudget, applied: list[str]) -> Any:
-        """Calibrate the meter and stamp the budget on the response's AI message."""
+    def _record(self, response: Any, budget: CallBudget, applied: list[str]) -> tuple[Any, list[PendingEvent]]:
+        """Calibrate the meter, stamp the budget on the response's AI message, and build its usage event."""
         if isinstance(response, ExtendedModelResponse):
-            response.model_response = self._record(response.model_response, budget, applied)
-            return response
+            response.model_response, inner = self._record(response.model_response, budget, applied)
+            return response, inner
         if isinstance(response, AIMessage):
-            return self._stamp(response, budget, applied)
+            stamped = self._stamp(response, budget, applied)
+            return stamped, [self._usage_event(stamped, budget)]
         messages = list(response.result)
+        events: list[PendingEvent] = []
         for i in range(len(messages) - 1, -1, -1):
             if isinstance(messages[i], AIMessage):
                 messages[i] = self._stamp(messages[i], budget, applied)
+                events.append(self._usage_event(messages[i], budget))
                 break
-        return ModelResponse(result=messages, structured_response=response.structured_response)
+        return ModelResponse(result=messages, structured_response=response.structured_response), events
 
     def _stamp(self, message: AIMessage, budget: CallBudget, applied: list[str]) -> AIMessage:
         reported = message.usage_metadata["input_tokens"] if message.usage_metadata else 0
@@ -193,5 +223,126 @@ class ContextWindowMiddleware(AgentMiddleware):
         record = budget.as_metadata() | {"applied": applied, "reported_input_tokens": reported or None}
         return message.model_copy(update={"response_metadata": {**message.response_metadata, METADATA_KEY: record}})
 
+    def _usage_event(self, message: AIMessage, budget: CallBudget) -> PendingEvent:
+        usage = message.usage_metadata
+        payload: dict[str, Any] = {"role": "main", "window": budget.window.tokens, "measured_input_tokens": budget.used}
+        if usage and usage.get("input_tokens"):
+            details = usage.get("input_token_details") or {}
+            payload |= {
+                "input_tokens": usage["input_tokens"],
+                "output_tokens": usage.get("output_tokens", 0),
+                "cached_input_tokens": details.get("cache_read", 0) or 0,
+                "estimated": False,
+            }
+        else:
+            payload |= {
+                "input_tokens": budget.used,
+                "output_tokens": self.meter.message_tokens(message),
+                "cached_input_tokens": 0,
+                "estimated": True,
+            }
+        payload["fraction"] = round(payload["input_tokens"] / budget.window.tokens, 4)
+        return ("model_usage", payload, budget.window.model)
 
-__all__ = ["METADATA_KEY", "SLOT_NAME", "CallBudget", "ContextLayer", "ContextWindowMiddleware"]
+    # --- tool calls -------------------------------------------------------------
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        if not self.recorder.enabled:
+            return handler(request)
+        started = time.perf_counter()
+        try:
+            result = handler(request)
+        except Exception as exc:
+            self.recorder.record_all([_tool_event(request, None, started, exc)])
+            raise
+        self.recorder.record_all([_tool_event(request, result, started, None)])
+        return result
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        if not self.recorder.enabled:
+            return await handler(request)
+        started = time.perf_counter()
+        try:
+            result = await handler(request)
+        except Exception as exc:
+            await self.recorder.arecord_all([_tool_event(request, None, started, exc)])
+            raise
+        await self.recorder.arecord_all([_tool_event(request, result, started, None)])
+        return result
+
+
+def _before_call_events(request: ModelRequest[Any], budget: CallBudget) -> list[PendingEvent]:
+    """A model switch (this call's model differs from the last one's) and a measured overflow."""
+    events: list[PendingEvent] = []
+    found = last_stamped(request.messages)
+    previous = found[1] if found is not None else None
+    if previous is not None and previous.get("model") != budget.window.model:
+        events.append(
+            (
+                "model_switch",
+                {
+                    "from_model": previous.get("model"),
+                    "to_model": budget.window.model,
+                    "from_window": previous.get("window"),
+                    "to_window": budget.window.tokens,
+                },
+                budget.window.model,
+            )
+        )
+    if budget.overflow:
+        events.append(
+            (
+                "context_overflow",
+                {"stage": "measured", "input_tokens": budget.used, "window": budget.window.tokens},
+                budget.window.model,
+            )
+        )
+    return events
+
+
+def _failed_call_events(exc: Exception, budget: CallBudget) -> list[PendingEvent]:
+    if not is_context_overflow(exc):
+        return []
+    payload = {
+        "stage": "provider",
+        "input_tokens": budget.used,
+        "window": budget.window.tokens,
+        "error": f"{type(exc).__name__}: {exc}"[:500],
+    }
+    return [("context_overflow", payload, budget.window.model)]
+
+
+def _tool_event(
+    request: ToolCallRequest, result: ToolMessage | Command[Any] | None, started: float, error: Exception | None
+) -> PendingEvent:
+    call = request.tool_call
+    payload: dict[str, Any] = {
+        "name": call.get("name"),
+        "call_id": call.get("id"),
+        "args_chars": len(json.dumps(call.get("args", {}), default=str, ensure_ascii=False)),
+        "result_chars": _result_chars(result),
+        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+        "error": f"{type(error).__name__}: {error}"[:500] if error is not None else None,
+    }
+    if isinstance(result, ToolMessage) and result.status == "error":
+        payload["error"] = str(result.content)[:500]
+    return ("tool_call", payload, None)
+
+
+def _result_chars(result: ToolMessage | Command[Any] | None) -> int:
+    if isinstance(result, ToolMessage):
+        return len(result.content) if isinstance(result.content, str) else len(json.dumps(result.content, default=str))
+    if isinstance(result, Command) and isinstance(result.update, dict):
+        messages = result.update.get("messages") or []
+        return sum(len(str(m.content)) for m in messages if isinstance(m, ToolMessage))
+    return 0
+
+
+__all__ = ["SLOT_NAME", "CallBudget", "ContextLayer", "ContextWindowMiddleware"]

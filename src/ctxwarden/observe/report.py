@@ -1,0 +1,308 @@
+"""The /context report: what a thread's next model call will carry, by category, against its window.
+
+`used` starts from ground truth — the input tokens the provider reported for the last
+call (else what ctxwarden measured for it) — and adds the meter's estimate of what the
+thread gained since. Categories come from the last call's stamp (system prompt, tool
+schemas) and from counting the conversation by role, scaled so they add up to `used`.
+Categories that later layers fill (skills, memory, instructions, summary, cleared
+placeholders) read 0 until those layers exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+
+from ctxwarden.core.gauge import GaugeLevel, gauge_level
+from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
+from ctxwarden.core.stamp import last_stamped, stamps
+from ctxwarden.core.window import resolve_window
+from ctxwarden.errors import WindowUnknownError
+from ctxwarden.observe.thread import aread_messages, read_messages, state_dir_of, thread_id_of
+from ctxwarden.observe.trace import TRACE_FILE, TraceStore
+
+CATEGORIES = (
+    "system prompt",
+    "tool schemas",
+    "skills index",
+    "memory index",
+    "instruction files",
+    "summary",
+    "user messages",
+    "assistant messages",
+    "tool results",
+    "cleared placeholders",
+)
+"""What a call carries, in the order the report lists it (then `free` and `reserved`)."""
+
+PLACEHOLDER_TOKENS = 40
+"""About what a cleared result's placeholder costs; subtracted from what clearing frees."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextReport:
+    """A thread's context against its window: usage by category, thresholds, forecast, spend."""
+
+    thread_id: str | None
+    model: str
+    window: int
+    window_source: str
+    used: int
+    categories: Mapping[str, int]
+    clear_at: int
+    clear_to: int
+    fold_at: int
+    clearable: int
+    calls: int
+    last_input_tokens: int | None
+    added_since: int
+    spend: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    policy: ContextPolicy = DEFAULT_POLICY
+
+    @property
+    def fraction(self) -> float:
+        """`used` as a share of the window."""
+        return self.used / self.window
+
+    @property
+    def gauge(self) -> GaugeLevel:
+        """ok / warn / critical, from the shared gauge function."""
+        return gauge_level(self.fraction, self.policy)
+
+    @property
+    def free(self) -> int:
+        """Tokens left before the fold threshold."""
+        return max(0, self.fold_at - self.used)
+
+    @property
+    def reserved(self) -> int:
+        """Headroom kept above the fold threshold (what is left of it)."""
+        return min(self.window - self.fold_at, max(0, self.window - self.used))
+
+    @property
+    def next_clear_frees(self) -> int:
+        """About how many tokens the next clearing batch frees (down to `clear_to`, at most what is clearable)."""
+        return min(self.clearable, max(0, max(self.used, self.clear_at) - self.clear_to))
+
+    def rows(self) -> list[tuple[str, int]]:
+        """Every category with its tokens, then `free` and `reserved`: they add up to the window (or more)."""
+        return [
+            *((name, self.categories.get(name, 0)) for name in CATEGORIES),
+            ("free", self.free),
+            ("reserved", self.reserved),
+        ]
+
+    def forecast(self) -> list[str]:
+        """What the next clear and fold will do, in words."""
+        lines = []
+        if self.used >= self.clear_at:
+            lines.append(f"clearing is due: it would free about {self.next_clear_frees:,} tokens")
+        else:
+            lines.append(
+                f"the next clear fires at {self.clear_at:,} tokens ({self.clear_at - self.used:,} from now) "
+                f"and would free about {self.next_clear_frees:,} tokens"
+            )
+        if self.used >= self.fold_at:
+            lines.append("a fold is due on the next call")
+        else:
+            lines.append(f"the next fold fires at {self.fold_at:,} tokens ({self.fold_at - self.used:,} from now)")
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every figure, JSON-safe."""
+        return {
+            "thread_id": self.thread_id,
+            "model": self.model,
+            "window": self.window,
+            "window_source": self.window_source,
+            "used": self.used,
+            "fraction": round(self.fraction, 4),
+            "gauge": self.gauge,
+            "categories": dict(self.rows()),
+            "clear_at": self.clear_at,
+            "clear_to": self.clear_to,
+            "fold_at": self.fold_at,
+            "next_clear_frees": self.next_clear_frees,
+            "forecast": self.forecast(),
+            "calls": self.calls,
+            "last_input_tokens": self.last_input_tokens,
+            "added_since": self.added_since,
+            "spend": {role: dict(values) for role, values in self.spend.items()},
+        }
+
+    def to_text(self) -> str:
+        """The plain-text form."""
+        from ctxwarden.observe.render import report_text
+
+        return report_text(self)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def __rich__(self) -> Any:
+        from ctxwarden.observe.render import report_rich
+
+        return report_rich(self)
+
+    def _repr_html_(self) -> str:
+        from ctxwarden.observe.render import report_html
+
+        return report_html(self)
+
+
+def build_report(
+    messages: Sequence[BaseMessage],
+    *,
+    thread_id: str | None = None,
+    policy: ContextPolicy = DEFAULT_POLICY,
+    meter: TokenMeter | None = None,
+    model: Any = None,
+    spend: Mapping[str, Mapping[str, int]] | None = None,
+) -> ContextReport:
+    """The report for a thread's messages. `model` (a chat model) measures against another model's window."""
+    meter = meter or TokenMeter()
+    found = last_stamped(messages)
+    stamp: dict[str, Any] = found[1] if found else {}
+    since = messages[found[0] :] if found else messages
+    if model is not None:
+        window = resolve_window(model, policy.window)
+        model_label, window_tokens, source = window.model, window.tokens, str(window.source)
+    elif found:
+        model_label, window_tokens = str(stamp.get("model")), int(stamp["window"])
+        source = str(stamp.get("window_source", "profile"))
+        if policy.window is not None:
+            window_tokens, source = policy.window, "override"
+    elif policy.window is not None:
+        model_label, window_tokens, source = "unknown", policy.window, "override"
+    else:
+        raise WindowUnknownError(
+            f"thread {thread_id!r} has no model call measured by ctxwarden yet, so its window is unknown. "
+            "Fix: pass model=<the chat model> or policy=ContextPolicy(window=...)."
+        )
+
+    factor = float(stamp.get("calibration", 1.0)) if found else 1.0
+    last_input = stamp.get("reported_input_tokens") or stamp.get("input_tokens") if found else None
+    added = round(meter.messages_tokens(since) * factor)
+    by_role = _count_by_role(messages, meter)
+    system = by_role.pop("system prompt")  # system messages kept in the thread itself
+    if found:
+        system += int(stamp.get("system_tokens", 0))
+        tools = int(stamp.get("tool_schema_tokens", 0))
+        used = int(last_input or 0) + added
+    else:
+        tools = 0
+        used = added
+    raw = {"system prompt": system, "tool schemas": tools, **by_role}
+    categories = _scale({name: raw.get(name, 0) for name in CATEGORIES}, used)
+    clearable_raw = _clearable(messages, meter, policy)
+    raw_total = sum(raw.values()) or 1
+    return ContextReport(
+        thread_id=thread_id,
+        model=model_label,
+        window=window_tokens,
+        window_source=source,
+        used=used,
+        categories=categories,
+        clear_at=policy.clear_threshold(window_tokens),
+        clear_to=int(window_tokens * policy.clear_to),
+        fold_at=policy.fold_threshold(window_tokens),
+        clearable=round(clearable_raw * used / raw_total),
+        calls=len(stamps(messages)),
+        last_input_tokens=int(last_input) if last_input else None,
+        added_since=added,
+        spend=dict(spend or {}),
+        policy=policy,
+    )
+
+
+def _count_by_role(messages: Sequence[BaseMessage], meter: TokenMeter) -> dict[str, int]:
+    counts = {"user messages": 0, "assistant messages": 0, "tool results": 0, "system prompt": 0}
+    for message in messages:
+        tokens = meter.message_tokens(message)
+        if isinstance(message, HumanMessage):
+            counts["user messages"] += tokens
+        elif isinstance(message, AIMessage):
+            counts["assistant messages"] += tokens
+        elif isinstance(message, ToolMessage):
+            counts["tool results"] += tokens
+        elif isinstance(message, SystemMessage):
+            counts["system prompt"] += tokens
+    return counts
+
+
+def _clearable(messages: Sequence[BaseMessage], meter: TokenMeter, policy: ContextPolicy) -> int:
+    results = [m for m in messages if isinstance(m, ToolMessage) and m.name not in policy.clear_exclude_tools]
+    older = results[: len(results) - policy.keep_tool_results] if policy.keep_tool_results else results
+    return sum(max(0, meter.message_tokens(m) - PLACEHOLDER_TOKENS) for m in older)
+
+
+def _scale(raw: dict[str, int], total: int) -> dict[str, int]:
+    """Scale `raw` to add up to `total`, keeping integers (largest remainders get the rounding)."""
+    raw_total = sum(raw.values())
+    if raw_total <= 0:
+        return dict.fromkeys(raw, 0)
+    exact = {k: v * total / raw_total for k, v in raw.items()}
+    scaled = {k: int(v) for k, v in exact.items()}
+    short = total - sum(scaled.values())
+    for key in sorted(exact, key=lambda k: exact[k] - scaled[k], reverse=True)[: max(0, short)]:
+        scaled[key] += 1
+    return scaled
+
+
+def context_report(
+    source: Any,
+    config: RunnableConfig,
+    *,
+    trace: TraceStore | str | Path | None = None,
+    policy: ContextPolicy = DEFAULT_POLICY,
+    meter: TokenMeter | None = None,
+    model: Any = None,
+) -> ContextReport:
+    """The /context report of the thread in `config`.
+
+    `source` is a compiled agent, a checkpointer or a state directory. The per-role
+    spend comes from `trace` (default: the `trace.sqlite` beside a SQLite checkpointer).
+    Pass `model` to see the thread against another model's window.
+    """
+    messages = read_messages(source, config)
+    thread = thread_id_of(config)
+    store = _trace_for(source, trace)
+    spend = store.spend(thread) if store is not None else {}
+    return build_report(messages, thread_id=thread, policy=policy, meter=meter, model=model, spend=spend)
+
+
+async def acontext_report(
+    source: Any,
+    config: RunnableConfig,
+    *,
+    trace: TraceStore | str | Path | None = None,
+    policy: ContextPolicy = DEFAULT_POLICY,
+    meter: TokenMeter | None = None,
+    model: Any = None,
+) -> ContextReport:
+    """Async twin of `context_report`."""
+    messages = await aread_messages(source, config)
+    thread = thread_id_of(config)
+    store = _trace_for(source, trace)
+    spend = await asyncio.to_thread(store.spend, thread) if store is not None else {}
+    return build_report(messages, thread_id=thread, policy=policy, meter=meter, model=model, spend=spend)
+
+
+def _trace_for(source: Any, trace: TraceStore | str | Path | None) -> TraceStore | None:
+    if isinstance(trace, TraceStore):
+        return trace
+    if trace is not None:
+        return TraceStore(trace)
+    state_dir = state_dir_of(source)
+    path = state_dir / TRACE_FILE if state_dir is not None else None
+    return TraceStore(path) if path is not None and path.is_file() else None
+
+
+__all__ = ["CATEGORIES", "ContextReport", "acontext_report", "build_report", "context_report"]
