@@ -49,6 +49,10 @@ def test_demo_json_on_the_embedded_defaults(tmp_path: Path) -> None:
     assert result["input_tokens_total"] == sum(per_call)
     assert result["peak_fraction"] == pytest.approx(max(per_call) / 32_000, abs=1e-4)
     assert result["overflows"] == sum(1 for t in per_call if t > 32_000)
+    # clearing keeps every call of this session under the window, and nothing is lost on the way
+    assert result["overflows"] == 0
+    assert result["clears"] >= 1
+    assert result["recoverable_fraction"] == 1.0
     # the 110k-character log output is evicted to a file at arrival
     assert result["evictions"] >= 1
     assert (tmp_path / ".ctxwarden" / "large_tool_results").is_dir()

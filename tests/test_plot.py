@@ -13,8 +13,8 @@ from ctxwarden.observe.plot import call_series, usage_plot
 from ctxwarden.replay import scripted_model
 
 
-def _reply(tokens: int, model: str, window: int, applied: tuple[str, ...] = ()) -> AIMessage:
-    stamp = {"model": model, "window": window, "input_tokens": tokens, "applied": list(applied)}
+def _reply(tokens: int, model: str, window: int, events: tuple[str, ...] = ()) -> AIMessage:
+    stamp = {"model": model, "window": window, "input_tokens": tokens, "events": list(events)}
     return AIMessage("", response_metadata={METADATA_KEY: stamp})
 
 
@@ -23,8 +23,8 @@ def test_series_marks_switches_evictions_clears_and_folds() -> None:
         HumanMessage("go"),
         _reply(1_000, "big", 200_000),
         ToolMessage(STOCK_EVICTION_PREFIX + " x was saved ...", tool_call_id="c1"),
-        _reply(5_000, "big", 200_000, ("clear",)),
-        _reply(6_000, "small", 8_000, ("clear", "fold")),
+        _reply(5_000, "big", 200_000, ("context_clear",)),
+        _reply(6_000, "small", 8_000, ("context_clear", "context_compaction")),
     ]
     rows = call_series(messages)
     assert [r["input_tokens"] for r in rows] == [1_000, 5_000, 6_000]

@@ -109,10 +109,10 @@ async def test_shipped_session_replays_exactly_through_the_stack(shipped_recordi
     tool_messages = [m for m in messages if isinstance(m, ToolMessage)]
     assert len(tool_messages) == 80
     evicted = [m for m in tool_messages if m.content != rec.outputs[m.tool_call_id]]
-    # results too large for the stock 20k-token eviction went to a file: the message names it, the file holds it all
+    # a result too large for the window went to a file at arrival: the message names it, the file holds it all
     assert len(evicted) == 1
     for message in evicted:
-        path = f"/large_tool_results/{message.tool_call_id}"
+        path = f"/large_tool_results/sqlfluff/{message.tool_call_id}"
         assert path in message.content
         assert (state_dir / path.lstrip("/")).read_text(encoding="utf-8") == rec.outputs[message.tool_call_id]
     # usage="received" reports what this replay sent, not what the original harness was billed

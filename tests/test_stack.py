@@ -16,6 +16,7 @@ from ctxwarden import (
     CallBudget,
     ContextPolicy,
     ContextWindowMiddleware,
+    LayerEdit,
     TokenMeter,
     context_middleware,
     create_context_agent,
@@ -50,12 +51,12 @@ class Shorten:
     def __init__(self) -> None:
         self.budgets: list[CallBudget] = []
 
-    def shape(self, request: ModelRequest, budget: CallBudget) -> ModelRequest:
+    def shape(self, request: ModelRequest, budget: CallBudget) -> LayerEdit:
         self.budgets.append(budget)
         messages = [HumanMessage("[short]", id=m.id) if isinstance(m, HumanMessage) else m for m in request.messages]
-        return request.override(messages=messages)
+        return LayerEdit(request.override(messages=messages))
 
-    async def ashape(self, request: ModelRequest, budget: CallBudget) -> ModelRequest:
+    async def ashape(self, request: ModelRequest, budget: CallBudget) -> LayerEdit:
         return self.shape(request, budget)
 
 
@@ -67,11 +68,10 @@ class Watch:
     def __init__(self) -> None:
         self.budgets: list[CallBudget] = []
 
-    def shape(self, request: ModelRequest, budget: CallBudget) -> ModelRequest:
+    def shape(self, request: ModelRequest, budget: CallBudget) -> None:
         self.budgets.append(budget)
-        return request
 
-    async def ashape(self, request: ModelRequest, budget: CallBudget) -> ModelRequest:
+    async def ashape(self, request: ModelRequest, budget: CallBudget) -> None:
         return self.shape(request, budget)
 
 

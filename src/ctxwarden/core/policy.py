@@ -70,8 +70,12 @@ class ContextPolicy:
     clip_tool_args: bool = True
     """Clearing also clips large tool-call arguments in older turns."""
 
-    clip_args_min_tokens: int = 500
+    clip_args_min_tokens: int = 200
     """Tool-call arguments at least this large are clipped in older turns."""
+
+    clear_min_batch_share: float = 0.05
+    """A clearing batch that would free less than this share of the window waits (the cached prefix
+    stays put) until it can, or until the call passes the fold threshold."""
 
     mask_after_turns: int | None = None
     """Cost-first: mask tool results older than the newest N turns whatever the fill."""
@@ -160,7 +164,7 @@ def _check(policy: ContextPolicy) -> None:
         _check_count(policy, "window", minimum=1)
     for name in ("warn_at", "clear_at", "clear_to", "summarize_at", "fold_keep_share", "fold_regrow_share"):
         _check_share(policy, name)
-    for name in ("critical_at", "evict_window_share"):
+    for name in ("critical_at", "evict_window_share", "clear_min_batch_share"):
         _check_share(policy, name, upper_inclusive=True)
     for name in (
         "skills_index_max_chars",

@@ -19,13 +19,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from deepagents.backends import FilesystemBackend
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ctxwarden.clip.clear import CLIP_STATE_KEY, last_view
+from ctxwarden.clip.recoverability import check_outputs
 from ctxwarden.core.gauge import gauge_level
+from ctxwarden.core.policy import DEFAULT_POLICY
 from ctxwarden.core.stamp import METADATA_KEY, is_evicted
 from ctxwarden.observe.plot import usage_plot
 from ctxwarden.observe.report import ContextReport, build_report
@@ -62,6 +66,7 @@ class DemoResult:
     folds: int
     seconds: float
     per_call_input_tokens: list[int] = field(default_factory=list)
+    recoverable_fraction: float = 1.0
     plot: str | None = None
     context: dict[str, Any] = field(default_factory=dict)
 
@@ -108,12 +113,16 @@ def run_demo(
     try:
         with _progress(console, recording) as advance:
             messages = replay_into(agent, recording, config, on_call=lambda _message: advance())
+        clip_state = agent.get_state(config).values.get(CLIP_STATE_KEY)
     finally:
         agent.checkpointer.conn.close()
     result = summarize(messages, recording, thread_id, Path(state_dir), window, time.perf_counter() - started)
+    view = last_view(messages, clip_state, DEFAULT_POLICY)
+    backend = FilesystemBackend(root_dir=Path(state_dir), virtual_mode=True)
+    result.recoverable_fraction = round(check_outputs(view, messages, recording.outputs, backend).fraction, 6)
     trace = TraceStore(Path(state_dir) / TRACE_FILE)
     try:
-        report = build_report(messages, thread_id=thread_id, spend=trace.spend(thread_id))
+        report = build_report(messages, thread_id=thread_id, spend=trace.spend(thread_id), clip_state=clip_state)
     finally:
         trace.close()
     plot_path = Path(state_dir) / PLOT_FILE
@@ -134,7 +143,7 @@ def summarize(
     """Figures of a replayed thread, from its checkpointed messages."""
     calls = [m for m in messages if isinstance(m, AIMessage)]
     per_call = [m.usage_metadata["input_tokens"] if m.usage_metadata else 0 for m in calls]
-    applied = [layer for m in calls for layer in m.response_metadata.get(METADATA_KEY, {}).get("applied", ())]
+    events = [kind for m in calls for kind in m.response_metadata.get(METADATA_KEY, {}).get("events", ())]
     evictions = sum(1 for m in messages if is_evicted(m))
     peak = max(per_call, default=0)
     return DemoResult(
@@ -148,8 +157,8 @@ def summarize(
         peak_fraction=round(peak / window, 4),
         overflows=sum(1 for tokens in per_call if tokens > window),
         evictions=evictions,
-        clears=applied.count("clear"),
-        folds=applied.count("fold"),
+        clears=events.count("context_clear"),
+        folds=events.count("context_compaction"),
         seconds=round(seconds, 3),
         per_call_input_tokens=per_call,
     )
@@ -168,7 +177,8 @@ def render(result: DemoResult, console: Console) -> None:
         f"{result.input_tokens_peak:,} ({result.peak_fraction:.0%} of the window, {result.gauge})",
     )
     table.add_row("calls over the window", f"{result.overflows:,} of {result.calls:,}")
-    table.add_row("evicted / cleared / folded", f"{result.evictions} / {result.clears} / {result.folds}")
+    table.add_row("evictions / clearing batches / folds", f"{result.evictions} / {result.clears} / {result.folds}")
+    table.add_row("original output still reachable", f"{result.recoverable_fraction:.1%}")
     table.add_row("input tokens per call", _sparkline(result.per_call_input_tokens, result.window))
     table.add_row("thread", f"{result.thread_id} in {result.state_dir}")
     if result.plot:
@@ -180,7 +190,7 @@ def render(result: DemoResult, console: Console) -> None:
     console.print(f"[dim]{TRAJECTORY_CREDIT}[/dim]")
 
 
-def _sparkline(values: list[int], window: int, width: int = 60) -> str:
+def _sparkline(values: list[int], window: int, width: int = 36) -> str:
     """One character per bucket of calls, its height the bucket's peak share of the window."""
     if not values:
         return ""

@@ -31,7 +31,7 @@ def call_series(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
         stamp = stamp_of(message)
         if stamp is None:
             continue
-        applied = list(stamp.get("applied") or ())
+        happened = set(stamp.get("events") or ())
         rows.append(
             {
                 "call": len(rows) + 1,
@@ -40,8 +40,8 @@ def call_series(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
                 "model": stamp.get("model"),
                 "switch": previous_model is not None and stamp.get("model") != previous_model,
                 "evictions": evicted_since,
-                "clear": "clear" in applied,
-                "fold": "fold" in applied,
+                "clear": "context_clear" in happened,
+                "fold": "context_compaction" in happened,
             }
         )
         previous_model, evicted_since = stamp.get("model"), 0

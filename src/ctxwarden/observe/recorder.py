@@ -15,12 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ctxwarden.core.layers import PendingEvent
 from ctxwarden.observe.trace import TraceEvent, TraceStore
 
 logger = logging.getLogger("ctxwarden.trace")
-
-PendingEvent = tuple[str, Mapping[str, Any], str | None]
-"""An event still to be written: kind, payload, model."""
 
 
 def step_context() -> tuple[str | None, str, str | None]:

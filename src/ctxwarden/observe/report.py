@@ -4,8 +4,9 @@
 call (else what ctxwarden measured for it) — and adds the meter's estimate of what the
 thread gained since. Categories come from the last call's stamp (system prompt, tool
 schemas) and from counting the conversation by role, scaled so they add up to `used`.
-Categories that later layers fill (skills, memory, instructions, summary, cleared
-placeholders) read 0 until those layers exist.
+Categories are counted on the view clearing leaves (cleared results count as
+placeholders); those that later layers fill (skills, memory, instructions, summary)
+read 0 until those layers exist.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
+from ctxwarden.clip.clear import CLIP_STATE_KEY, current_view
+from ctxwarden.clip.placeholders import is_cleared
 from ctxwarden.core.gauge import GaugeLevel, gauge_level
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.core.stamp import last_stamped, stamps
 from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import WindowUnknownError
-from ctxwarden.observe.thread import aread_messages, read_messages, state_dir_of, thread_id_of
+from ctxwarden.observe.thread import aread_values, read_values, state_dir_of, thread_id_of
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 
 CATEGORIES = (
@@ -165,9 +168,15 @@ def build_report(
     meter: TokenMeter | None = None,
     model: Any = None,
     spend: Mapping[str, Mapping[str, int]] | None = None,
+    clip_state: Mapping[str, Any] | None = None,
 ) -> ContextReport:
-    """The report for a thread's messages. `model` (a chat model) measures against another model's window."""
+    """The report for a thread's messages. `model` (a chat model) measures against another model's window.
+
+    `clip_state` is the thread's clearing boundary (`state["ctxwarden_clip"]`): categories are
+    counted on the view it leaves, cleared results showing as placeholders.
+    """
     meter = meter or TokenMeter()
+    view = current_view(messages, clip_state, policy, meter)
     found = last_stamped(messages)
     stamp: dict[str, Any] = found[1] if found else {}
     since = messages[found[0] :] if found else messages
@@ -190,7 +199,7 @@ def build_report(
     factor = float(stamp.get("calibration", 1.0)) if found else 1.0
     last_input = stamp.get("reported_input_tokens") or stamp.get("input_tokens") if found else None
     added = round(meter.messages_tokens(since) * factor)
-    by_role = _count_by_role(messages, meter)
+    by_role = _count_by_role(view, meter)
     system = by_role.pop("system prompt")  # system messages kept in the thread itself
     if found:
         system += int(stamp.get("system_tokens", 0))
@@ -201,7 +210,7 @@ def build_report(
         used = added
     raw = {"system prompt": system, "tool schemas": tools, **by_role}
     categories = _scale({name: raw.get(name, 0) for name in CATEGORIES}, used)
-    clearable_raw = _clearable(messages, meter, policy)
+    clearable_raw = _clearable(view, meter, policy)
     raw_total = sum(raw.values()) or 1
     return ContextReport(
         thread_id=thread_id,
@@ -224,9 +233,12 @@ def build_report(
 
 def _count_by_role(messages: Sequence[BaseMessage], meter: TokenMeter) -> dict[str, int]:
     counts = {"user messages": 0, "assistant messages": 0, "tool results": 0, "system prompt": 0}
+    counts["cleared placeholders"] = 0
     for message in messages:
         tokens = meter.message_tokens(message)
-        if isinstance(message, HumanMessage):
+        if is_cleared(message):
+            counts["cleared placeholders"] += tokens
+        elif isinstance(message, HumanMessage):
             counts["user messages"] += tokens
         elif isinstance(message, AIMessage):
             counts["assistant messages"] += tokens
@@ -239,6 +251,7 @@ def _count_by_role(messages: Sequence[BaseMessage], meter: TokenMeter) -> dict[s
 
 def _clearable(messages: Sequence[BaseMessage], meter: TokenMeter, policy: ContextPolicy) -> int:
     results = [m for m in messages if isinstance(m, ToolMessage) and m.name not in policy.clear_exclude_tools]
+    results = [m for m in results if not is_cleared(m)]
     older = results[: len(results) - policy.keep_tool_results] if policy.keep_tool_results else results
     return sum(max(0, meter.message_tokens(m) - PLACEHOLDER_TOKENS) for m in older)
 
@@ -271,11 +284,19 @@ def context_report(
     spend comes from `trace` (default: the `trace.sqlite` beside a SQLite checkpointer).
     Pass `model` to see the thread against another model's window.
     """
-    messages = read_messages(source, config)
+    values = read_values(source, config)
     thread = thread_id_of(config)
     store = _trace_for(source, trace)
     spend = store.spend(thread) if store is not None else {}
-    return build_report(messages, thread_id=thread, policy=policy, meter=meter, model=model, spend=spend)
+    return build_report(
+        values["messages"],
+        thread_id=thread,
+        policy=policy,
+        meter=meter,
+        model=model,
+        spend=spend,
+        clip_state=values.get(CLIP_STATE_KEY),
+    )
 
 
 async def acontext_report(
@@ -288,11 +309,19 @@ async def acontext_report(
     model: Any = None,
 ) -> ContextReport:
     """Async twin of `context_report`."""
-    messages = await aread_messages(source, config)
+    values = await aread_values(source, config)
     thread = thread_id_of(config)
     store = _trace_for(source, trace)
     spend = await asyncio.to_thread(store.spend, thread) if store is not None else {}
-    return build_report(messages, thread_id=thread, policy=policy, meter=meter, model=model, spend=spend)
+    return build_report(
+        values["messages"],
+        thread_id=thread,
+        policy=policy,
+        meter=meter,
+        model=model,
+        spend=spend,
+        clip_state=values.get(CLIP_STATE_KEY),
+    )
 
 
 def _trace_for(source: Any, trace: TraceStore | str | Path | None) -> TraceStore | None:

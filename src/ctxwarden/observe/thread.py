@@ -12,7 +12,6 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from langchain.agents.middleware.types import AgentState
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -29,7 +28,9 @@ class UnknownThreadError(CtxwardenError, LookupError):
 
 def reader_graph(checkpointer: BaseCheckpointSaver) -> Any:
     """A graph over the agent state schema that can only read threads back."""
-    graph = StateGraph(AgentState)
+    from ctxwarden.clip.clear import ClipState
+
+    graph = StateGraph(ClipState)
     graph.add_node("read", lambda _state: {})
     graph.add_edge(START, "read")
     graph.add_edge("read", END)
@@ -51,6 +52,11 @@ def read_messages(source: Any, config: RunnableConfig) -> list[BaseMessage]:
     `source` is a compiled agent or graph, a checkpointer, or a state directory
     (holding `checkpoints.sqlite`). An unknown thread raises `UnknownThreadError`.
     """
+    return list(read_values(source, config)["messages"])
+
+
+def read_values(source: Any, config: RunnableConfig) -> dict[str, Any]:
+    """The checkpointed state values of the thread in `config` (messages and private keys)."""
     thread = thread_id_of(config)
     opened = open_state_dir(source) if isinstance(source, str | Path) else None
     try:
@@ -61,22 +67,22 @@ def read_messages(source: Any, config: RunnableConfig) -> list[BaseMessage]:
             known = known_threads(source)
             listing = ", ".join(known[:10]) + (" …" if len(known) > 10 else "") if known else "none"
             raise UnknownThreadError(f"thread {thread!r} has no checkpointed messages here. Known threads: {listing}.")
-        return list(messages)
+        return dict(state.values)
     finally:
         if opened is not None:
             opened.conn.close()  # type: ignore[attr-defined]
 
 
-async def aread_messages(source: Any, config: RunnableConfig) -> list[BaseMessage]:
-    """Async twin of `read_messages`."""
+async def aread_values(source: Any, config: RunnableConfig) -> dict[str, Any]:
+    """Async twin of `read_values`."""
     thread = thread_id_of(config)
     if isinstance(source, str | Path):
-        return read_messages(source, config)
+        return read_values(source, config)
     state = await _graph(source).aget_state(config)
     messages = state.values.get("messages") if state.values else None
     if not messages:
         raise UnknownThreadError(f"thread {thread!r} has no checkpointed messages here.")
-    return list(messages)
+    return dict(state.values)
 
 
 def open_state_dir(state_dir: str | Path) -> BaseCheckpointSaver:
@@ -136,10 +142,11 @@ def state_dir_of(source: Any) -> Path | None:
 
 __all__ = [
     "UnknownThreadError",
-    "aread_messages",
+    "aread_values",
     "known_threads",
     "open_state_dir",
     "read_messages",
+    "read_values",
     "reader_graph",
     "state_dir_of",
 ]

@@ -1,13 +1,15 @@
 """The one-call stack: the per-call core middleware and the builders that place it."""
 
+from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
 from ctxwarden.stack.build import context_middleware, create_context_agent
 from ctxwarden.stack.checkpoints import SqliteCheckpointer, open_checkpointer
-from ctxwarden.stack.middleware import CallBudget, ContextLayer, ContextWindowMiddleware
+from ctxwarden.stack.middleware import ContextWindowMiddleware
 
 __all__ = [
     "CallBudget",
     "ContextLayer",
     "ContextWindowMiddleware",
+    "LayerEdit",
     "SqliteCheckpointer",
     "context_middleware",
     "create_context_agent",

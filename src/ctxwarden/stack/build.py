@@ -17,12 +17,14 @@ from deepagents.backends import FilesystemBackend
 from langchain.agents.middleware.types import AgentMiddleware
 from langgraph.types import Checkpointer
 
+from ctxwarden.clip.clear import ClearLayer
+from ctxwarden.core.layers import ContextLayer
 from ctxwarden.core.meter import TokenMeter
-from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.observe.recorder import TraceRecorder
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.checkpoints import open_checkpointer
-from ctxwarden.stack.middleware import ContextLayer, ContextWindowMiddleware
+from ctxwarden.stack.middleware import ContextWindowMiddleware
 
 DEFAULT_STATE_DIR = Path(".ctxwarden")
 """Where the embedded default keeps checkpoints, the trace and offloaded files."""
@@ -36,16 +38,24 @@ def context_middleware(
     meter: TokenMeter | None = None,
     layers: Sequence[ContextLayer] = (),
     trace: TraceRecorder | TraceStore | str | Path | None = None,
+    backend: Any = None,
 ) -> list[AgentMiddleware]:
     """The ctxwarden middlewares, in run order, for `create_deep_agent(middleware=...)`.
 
     The first takes deepagents' `SummarizationMiddleware` slot by name, so in a deep
     agent it runs ahead of the caller's own middleware; with `langchain.agents.create_agent`
-    put these first in the list for the same effect. `trace` is where events are
-    recorded (a `trace.sqlite` path, a store or a recorder); `None` records nothing.
+    put these first in the list for the same effect.
+
+    `backend` is the agent's deepagents backend: large tool results are evicted to it
+    (without one they are not evicted). `trace` is where events are recorded (a
+    `trace.sqlite` path, a store or a recorder); `None` records nothing. `layers` run
+    after ctxwarden's own (clearing) on every model call.
     """
+    policy = policy or DEFAULT_POLICY
+    meter = meter or TokenMeter()
     recorder = trace if isinstance(trace, TraceRecorder) else TraceRecorder(trace)
-    return [ContextWindowMiddleware(policy=policy, meter=meter, layers=layers, recorder=recorder)]
+    lifecycle = [ClearLayer(policy, meter), *layers]
+    return [ContextWindowMiddleware(policy=policy, meter=meter, layers=lifecycle, recorder=recorder, backend=backend)]
 
 
 def create_context_agent(
@@ -80,7 +90,10 @@ def create_context_agent(
         backend = FilesystemBackend(root_dir=state, virtual_mode=True)
     if trace is True:
         trace = state / TRACE_FILE
-    stack = [*context_middleware(policy=policy, meter=meter, layers=layers, trace=trace or None), *middleware]
+    stack = [
+        *context_middleware(policy=policy, meter=meter, layers=layers, trace=trace or None, backend=backend),
+        *middleware,
+    ]
     return create_deep_agent(
         model,
         list(tools),

@@ -22,8 +22,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, cast
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -35,11 +34,14 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
 
-from ctxwarden.core.gauge import GaugeLevel, gauge_level
-from ctxwarden.core.meter import Measurement, TokenMeter
+from ctxwarden.clip.clear import ClipState
+from ctxwarden.clip.evict import Evictor
+from ctxwarden.clip.recall import make_recall_tool
+from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
+from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.core.stamp import METADATA_KEY, last_stamped
-from ctxwarden.core.window import Window, resolve_window
+from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import is_context_overflow
 from ctxwarden.observe.recorder import PendingEvent, TraceRecorder
 
@@ -47,84 +49,10 @@ SLOT_NAME = "SummarizationMiddleware"
 """The deepagents slot this middleware replaces, so it runs before any user middleware."""
 
 
-@dataclass(frozen=True, slots=True)
-class CallBudget:
-    """One model call measured against the window of the model it goes to."""
-
-    window: Window
-    measurement: Measurement
-    policy: ContextPolicy
-
-    @property
-    def used(self) -> int:
-        """Tokens the call is expected to send (calibrated)."""
-        return self.measurement.total
-
-    @property
-    def fraction(self) -> float:
-        """`used` as a share of the window."""
-        return self.used / self.window.tokens
-
-    @property
-    def gauge(self) -> GaugeLevel:
-        """ok / warn / critical, from the one shared gauge function."""
-        return gauge_level(self.fraction, self.policy)
-
-    @property
-    def overflow(self) -> bool:
-        """Whether the call would exceed the window."""
-        return self.used > self.window.tokens
-
-    @property
-    def clear_at(self) -> int:
-        """Tokens at which clearing fires on this window."""
-        return self.policy.clear_threshold(self.window.tokens)
-
-    @property
-    def fold_at(self) -> int:
-        """Tokens at which folding fires on this window."""
-        return self.policy.fold_threshold(self.window.tokens)
-
-    @property
-    def evict_over(self) -> int:
-        """Tool results above this many tokens are evicted at arrival on this window."""
-        return self.policy.evict_threshold(self.window.tokens)
-
-    def as_metadata(self) -> dict[str, Any]:
-        """The JSON-safe record stamped on the call's AI message."""
-        m = self.measurement
-        return {
-            "model": self.window.model,
-            "window": self.window.tokens,
-            "window_source": self.window.source,
-            "input_tokens": self.used,
-            "system_tokens": m.system,
-            "tool_schema_tokens": m.tools,
-            "message_tokens": m.messages,
-            "calibration": round(m.factor, 4),
-            "fraction": round(self.fraction, 4),
-            "gauge": self.gauge,
-            "overflow": self.overflow,
-        }
-
-
-@runtime_checkable
-class ContextLayer(Protocol):
-    """One lifecycle stage applied to a single call's view (clip, fold, ...).
-
-    A layer returns the request unchanged when it has nothing to do, or
-    `request.override(...)` with its edit; it never mutates the checkpointed state.
-    """
-
-    name: str
-
-    def shape(self, request: ModelRequest[Any], budget: CallBudget) -> ModelRequest[Any]: ...
-
-    async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> ModelRequest[Any]: ...
-
-
 class ContextWindowMiddleware(AgentMiddleware):
     """Measures every model call against the called model's window, runs the lifecycle layers, records the trace."""
+
+    state_schema = ClipState
 
     def __init__(
         self,
@@ -133,12 +61,15 @@ class ContextWindowMiddleware(AgentMiddleware):
         meter: TokenMeter | None = None,
         layers: Sequence[ContextLayer] = (),
         recorder: TraceRecorder | None = None,
+        backend: Any = None,
     ) -> None:
         super().__init__()
         self.policy = policy or DEFAULT_POLICY
         self.meter = meter or TokenMeter()
         self.layers = tuple(layers)
         self.recorder = recorder or TraceRecorder(None)
+        self.evictor = Evictor(backend, self.policy, self.meter)
+        self.tools = [make_recall_tool(backend)]
 
     @property
     def name(self) -> str:
@@ -162,19 +93,16 @@ class ContextWindowMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        budget, applied = self.budget(request), []
+        shaped = _Shaped(request, self.budget(request))
         for layer in self.layers:
-            shaped = layer.shape(request, budget)
-            if shaped is not request:
-                request, budget = shaped, self.budget(shaped)
-                applied.append(layer.name)
-        self.recorder.record_all(_before_call_events(request, budget))
+            shaped.take(layer, layer.shape(shaped.request, shaped.budget), self.budget)
+        self.recorder.record_all(shaped.events + _before_call_events(shaped.request, shaped.budget))
         try:
-            response = handler(request)
+            response = handler(shaped.request)
         except Exception as exc:
-            self.recorder.record_all(_failed_call_events(exc, budget))
+            self.recorder.record_all(_failed_call_events(exc, shaped.budget))
             raise
-        result, events = self._record(response, budget, applied)
+        result, events = self._finish(response, shaped)
         self.recorder.record_all(events)
         return cast("ModelResponse[Any]", result)
 
@@ -183,44 +111,60 @@ class ContextWindowMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        budget, applied = self.budget(request), []
+        shaped = _Shaped(request, self.budget(request))
         for layer in self.layers:
-            shaped = await layer.ashape(request, budget)
-            if shaped is not request:
-                request, budget = shaped, self.budget(shaped)
-                applied.append(layer.name)
-        await self.recorder.arecord_all(_before_call_events(request, budget))
+            shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), self.budget)
+        await self.recorder.arecord_all(shaped.events + _before_call_events(shaped.request, shaped.budget))
         try:
-            response = await handler(request)
+            response = await handler(shaped.request)
         except Exception as exc:
-            await self.recorder.arecord_all(_failed_call_events(exc, budget))
+            await self.recorder.arecord_all(_failed_call_events(exc, shaped.budget))
             raise
-        result, events = self._record(response, budget, applied)
+        result, events = self._finish(response, shaped)
         await self.recorder.arecord_all(events)
         return cast("ModelResponse[Any]", result)
 
-    def _record(self, response: Any, budget: CallBudget, applied: list[str]) -> tuple[Any, list[PendingEvent]]:
+    def _finish(self, response: Any, shaped: _Shaped) -> tuple[Any, list[PendingEvent]]:
+        """Stamp the reply, build its usage event, and attach the layers' private state as a state update."""
+        result, events = self._record(response, shaped)
+        if not shaped.state:
+            return result, events
+        if isinstance(result, ExtendedModelResponse):
+            command = result.command
+            update = dict(command.update) if command is not None and isinstance(command.update, dict) else {}
+            result.command = Command(update={**update, **shaped.state})
+            return result, events
+        if isinstance(result, AIMessage):
+            result = ModelResponse(result=[result])
+        return ExtendedModelResponse(model_response=result, command=Command(update=dict(shaped.state))), events
+
+    def _record(self, response: Any, shaped: _Shaped) -> tuple[Any, list[PendingEvent]]:
         """Calibrate the meter, stamp the budget on the response's AI message, and build its usage event."""
         if isinstance(response, ExtendedModelResponse):
-            response.model_response, inner = self._record(response.model_response, budget, applied)
+            response.model_response, inner = self._record(response.model_response, shaped)
             return response, inner
         if isinstance(response, AIMessage):
-            stamped = self._stamp(response, budget, applied)
-            return stamped, [self._usage_event(stamped, budget)]
+            stamped = self._stamp(response, shaped)
+            return stamped, [self._usage_event(stamped, shaped.budget)]
         messages = list(response.result)
         events: list[PendingEvent] = []
         for i in range(len(messages) - 1, -1, -1):
             if isinstance(messages[i], AIMessage):
-                messages[i] = self._stamp(messages[i], budget, applied)
-                events.append(self._usage_event(messages[i], budget))
+                messages[i] = self._stamp(messages[i], shaped)
+                events.append(self._usage_event(messages[i], shaped.budget))
                 break
         return ModelResponse(result=messages, structured_response=response.structured_response), events
 
-    def _stamp(self, message: AIMessage, budget: CallBudget, applied: list[str]) -> AIMessage:
+    def _stamp(self, message: AIMessage, shaped: _Shaped) -> AIMessage:
+        budget = shaped.budget
         reported = message.usage_metadata["input_tokens"] if message.usage_metadata else 0
         if reported:
             self.meter.calibrate(budget.window.model, estimated=budget.measurement.estimate, reported=reported)
-        record = budget.as_metadata() | {"applied": applied, "reported_input_tokens": reported or None}
+        record = budget.as_metadata() | {
+            "applied": shaped.applied,
+            "events": sorted({kind for kind, _payload, _model in shaped.events}),
+            "reported_input_tokens": reported or None,
+        }
         return message.model_copy(update={"response_metadata": {**message.response_metadata, METADATA_KEY: record}})
 
     def _usage_event(self, message: AIMessage, budget: CallBudget) -> PendingEvent:
@@ -250,32 +194,53 @@ class ContextWindowMiddleware(AgentMiddleware):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        if not self.recorder.enabled:
-            return handler(request)
         started = time.perf_counter()
         try:
             result = handler(request)
         except Exception as exc:
             self.recorder.record_all([_tool_event(request, None, started, exc)])
             raise
-        self.recorder.record_all([_tool_event(request, result, started, None)])
-        return result
+        tool_event = _tool_event(request, result, started, None)
+        evicted, evictions = self.evictor.evict(request, result)
+        self.recorder.record_all([tool_event, *evictions])
+        return cast("ToolMessage | Command[Any]", evicted)
 
     async def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        if not self.recorder.enabled:
-            return await handler(request)
         started = time.perf_counter()
         try:
             result = await handler(request)
         except Exception as exc:
             await self.recorder.arecord_all([_tool_event(request, None, started, exc)])
             raise
-        await self.recorder.arecord_all([_tool_event(request, result, started, None)])
-        return result
+        tool_event = _tool_event(request, result, started, None)
+        evicted, evictions = await self.evictor.aevict(request, result)
+        await self.recorder.arecord_all([tool_event, *evictions])
+        return cast("ToolMessage | Command[Any]", evicted)
+
+
+class _Shaped:
+    """One call as the layers leave it: request, budget, the layers that edited it, state and events."""
+
+    __slots__ = ("applied", "budget", "events", "request", "state")
+
+    def __init__(self, request: ModelRequest[Any], budget: CallBudget) -> None:
+        self.request, self.budget = request, budget
+        self.applied: list[str] = []
+        self.state: dict[str, Any] = {}
+        self.events: list[PendingEvent] = []
+
+    def take(self, layer: ContextLayer, edit: LayerEdit | None, measure: Callable[[Any], CallBudget]) -> None:
+        if edit is None:
+            return
+        if edit.request is not self.request:
+            self.request, self.budget = edit.request, measure(edit.request)
+            self.applied.append(layer.name)
+        self.state.update(edit.state or {})
+        self.events.extend(edit.events)
 
 
 def _before_call_events(request: ModelRequest[Any], budget: CallBudget) -> list[PendingEvent]:
@@ -345,4 +310,4 @@ def _result_chars(result: ToolMessage | Command[Any] | None) -> int:
     return 0
 
 
-__all__ = ["SLOT_NAME", "CallBudget", "ContextLayer", "ContextWindowMiddleware"]
+__all__ = ["SLOT_NAME", "ContextWindowMiddleware"]

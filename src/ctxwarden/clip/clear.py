@@ -1,0 +1,254 @@
+"""Clearing: old tool results and large old tool-call arguments leave the model's view, in batches.
+
+When a call would pass `clear_at` of the window, the oldest results (stale `read_file`
+results first) and the large arguments of older calls are replaced by placeholders,
+in one batch, until the call is down to `clear_to` (a batch too small to be worth a
+cache miss waits, unless the call is past the fold threshold); the newest `keep_tool_results`
+results and calls stay verbatim, and `clear_exclude_tools` are never touched. The
+batch's call ids are kept in private state: every later call replaces exactly those
+again, with the same bytes, so consecutive calls share their prefix until the trigger
+fires again (stock `ClearToolUsesEdit` clears one more result on every call, which
+misses a provider's prompt cache every turn). Only the view changes: the checkpointed
+messages stay whole, and `recall` returns any of them.
+
+The cost-first preset (`mask_after_turns`) also masks every result older than the
+newest N model turns, whatever the fill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, NotRequired, cast
+
+from langchain.agents.middleware.types import AgentState, ModelRequest, PrivateStateAttr
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+
+from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
+from ctxwarden.core.layers import CallBudget, LayerEdit
+from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.policy import ContextPolicy
+
+CLIP_STATE_KEY = "ctxwarden_clip"
+FILE_WRITERS = frozenset({"write_file", "edit_file"})
+FILE_READERS = frozenset({"read_file"})
+
+
+class ClipState(AgentState):
+    """The clearing boundary: call ids whose results, and whose arguments, are out of the view."""
+
+    ctxwarden_clip: Annotated[NotRequired[dict[str, list[str]]], PrivateStateAttr]
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """Which results and which calls' arguments are cleared, in the order they were cleared."""
+
+    results: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+
+    @classmethod
+    def from_state(cls, state: Any) -> Boundary:
+        raw = state.get(CLIP_STATE_KEY) if isinstance(state, dict) else None
+        if not isinstance(raw, dict):
+            return cls()
+        return cls(tuple(raw.get("results") or ()), tuple(raw.get("args") or ()))
+
+    def to_state(self) -> dict[str, list[str]]:
+        return {"results": list(self.results), "args": list(self.args)}
+
+
+@dataclass(slots=True)
+class ClearLayer:
+    """The clearing stage of the lifecycle (a `ContextLayer`)."""
+
+    policy: ContextPolicy
+    meter: TokenMeter
+    name: str = "clear"
+    _replacements: dict[tuple[int, tuple[str, ...]], tuple[BaseMessage, BaseMessage]] = field(default_factory=dict)
+
+    def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
+        messages = request.messages
+        boundary = Boundary.from_state(request.state)
+        masked = self._masked(messages)
+        view = self.view(messages, boundary, masked)
+        fixed = budget.measurement.system + budget.measurement.tools
+        factor = budget.measurement.factor
+        used = round((fixed + self.meter.messages_tokens(view)) * factor)
+        events = []
+        if used > budget.clear_at:
+            target = int(budget.window.tokens * self.policy.clear_to)
+            grown, freed = self._extend(messages, boundary, masked, need=(used - target) / factor)
+            worth_it = freed * factor >= budget.window.tokens * self.policy.clear_min_batch_share
+            if grown != boundary and (worth_it or used > budget.fold_at):
+                view = self.view(messages, grown, masked)
+                after = round((fixed + self.meter.messages_tokens(view)) * factor)
+                events.append(
+                    (
+                        "context_clear",
+                        {
+                            "results": len(grown.results) - len(boundary.results),
+                            "args": len(grown.args) - len(boundary.args),
+                            "tokens_before": used,
+                            "tokens_after": after,
+                            "freed": used - after,
+                            "target": target,
+                            "cleared_total": len(grown.results),
+                            "clipped_total": len(grown.args),
+                        },
+                        budget.window.model,
+                    )
+                )
+                boundary = grown
+        if all(a is b for a, b in zip(view, messages, strict=True)):
+            return None
+        state = {CLIP_STATE_KEY: boundary.to_state()} if events else None
+        return LayerEdit(request.override(messages=cast(list[AnyMessage], view)), state=state, events=events)
+
+    async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
+        return self.shape(request, budget)
+
+    # --- the view ---------------------------------------------------------------
+    def view(self, messages: Sequence[BaseMessage], boundary: Boundary, masked: frozenset[str]) -> list[BaseMessage]:
+        """`messages` with the boundary (and the cost-first mask) applied; untouched messages are the same objects."""
+        results = set(boundary.results) | masked
+        args = set(boundary.args)
+        out: list[BaseMessage] = []
+        for message in messages:
+            if isinstance(message, ToolMessage) and message.tool_call_id in results:
+                out.append(self._replace(message, ("result",)))
+            elif isinstance(message, AIMessage) and message.tool_calls and args:
+                ids = tuple(sorted(str(c["id"]) for c in message.tool_calls if c.get("id") in args))
+                out.append(self._replace(message, ("args", *ids)) if ids else message)
+            else:
+                out.append(message)
+        return out
+
+    def _replace(self, message: BaseMessage, key: tuple[str, ...]) -> BaseMessage:
+        """The same original always gets the same replacement object (cheap to measure, byte-stable)."""
+        hit = self._replacements.get((id(message), key))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        if key[0] == "result":
+            assert isinstance(message, ToolMessage)
+            replacement: BaseMessage = result_placeholder(message, self.meter.message_tokens(message))
+        else:
+            assert isinstance(message, AIMessage)
+            replacement = args_placeholder(message, set(key[1:]))
+        if len(self._replacements) > 50_000:
+            self._replacements.clear()
+        self._replacements[(id(message), key)] = (message, replacement)
+        return replacement
+
+    # --- growing the boundary ------------------------------------------------------
+    def _extend(
+        self, messages: Sequence[BaseMessage], boundary: Boundary, masked: frozenset[str], *, need: float
+    ) -> tuple[Boundary, float]:
+        """Add candidates, most disposable first, until `need` raw tokens are freed (or none are left)."""
+        results, args = list(boundary.results), list(boundary.args)
+        freed = 0.0
+        for kind, call_id, saving in self._candidates(messages, boundary, masked):
+            if freed >= need:
+                break
+            (results if kind == "result" else args).append(call_id)
+            freed += saving
+        return Boundary(tuple(results), tuple(args)), freed
+
+    def _candidates(
+        self, messages: Sequence[BaseMessage], boundary: Boundary, masked: frozenset[str]
+    ) -> list[tuple[str, str, float]]:
+        """`(kind, call id, tokens freed)`: stale reads first, then oldest first; the newest stay."""
+        policy = self.policy
+        names = {
+            str(c["id"]): c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls if c.get("id")
+        }
+        stale = _stale_reads(messages)
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        keep_results = {m.tool_call_id for m in results[len(results) - policy.keep_tool_results :]}
+        if policy.keep_tool_results == 0:
+            keep_results = set()
+        callers = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
+        keep_callers = (
+            {id(m) for m in callers[len(callers) - policy.keep_tool_results :]} if policy.keep_tool_results else set()
+        )
+        cleared, clipped = set(boundary.results) | masked, set(boundary.args)
+        found: list[tuple[int, int, str, str, float]] = []
+        for position, message in enumerate(messages):
+            if isinstance(message, ToolMessage):
+                call_id = message.tool_call_id
+                tool = message.name or names.get(call_id)
+                if call_id in cleared or call_id in keep_results or tool in policy.clear_exclude_tools:
+                    continue
+                saving = self.meter.message_tokens(message) - self.meter.message_tokens(
+                    self._replace(message, ("result",))
+                )
+                if saving > 0:
+                    found.append((0 if call_id in stale else 1, position, "result", call_id, saving))
+            elif policy.clip_tool_args and isinstance(message, AIMessage) and message.tool_calls:
+                if id(message) in keep_callers:
+                    continue
+                for call in message.tool_calls:
+                    call_id = str(call.get("id"))
+                    if call_id in clipped or call.get("name") in policy.clear_exclude_tools:
+                        continue
+                    size = self.meter.counter(_json(call.get("args", {})))
+                    if size >= policy.clip_args_min_tokens:
+                        clipped_calls = args_placeholder(message, {call_id}).tool_calls
+                        clipped_args = next(c["args"] for c in clipped_calls if str(c.get("id")) == call_id)
+                        found.append((1, position, "args", call_id, size - self.meter.counter(_json(clipped_args))))
+        found.sort(key=lambda item: (item[0], item[1]))
+        return [(kind, call_id, saving) for _rank, _pos, kind, call_id, saving in found]
+
+    def _masked(self, messages: Sequence[BaseMessage]) -> frozenset[str]:
+        """Cost-first: results of calls made before the newest `mask_after_turns` model turns."""
+        keep = self.policy.mask_after_turns
+        if keep is None:
+            return frozenset()
+        callers = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
+        old = callers[: max(0, len(callers) - keep)]
+        excluded = self.policy.clear_exclude_tools
+        return frozenset(str(c["id"]) for m in old for c in m.tool_calls if c.get("name") not in excluded)
+
+
+def last_view(
+    messages: Sequence[BaseMessage], clip_state: Any, policy: ContextPolicy, meter: TokenMeter | None = None
+) -> list[BaseMessage]:
+    """What the model was shown on the thread's last call: the messages before it, with the boundary applied."""
+    last = max((i for i, m in enumerate(messages) if isinstance(m, AIMessage)), default=len(messages))
+    return current_view(messages[:last], clip_state, policy, meter)
+
+
+def current_view(
+    messages: Sequence[BaseMessage], clip_state: Any, policy: ContextPolicy, meter: TokenMeter | None = None
+) -> list[BaseMessage]:
+    """`messages` as clearing shows them now (before a batch the next call may add)."""
+    layer = ClearLayer(policy, meter or TokenMeter())
+    state = {CLIP_STATE_KEY: clip_state} if clip_state else {}
+    return layer.view(messages, Boundary.from_state(state), layer._masked(messages))
+
+
+def _stale_reads(messages: Sequence[BaseMessage]) -> set[str]:
+    """Ids of `read_file` calls whose file was written or edited afterwards."""
+    last_write: dict[str, int] = {}
+    reads: list[tuple[int, str, str]] = []
+    for position, message in enumerate(messages):
+        if not isinstance(message, AIMessage):
+            continue
+        for call in message.tool_calls:
+            path = (call.get("args") or {}).get("file_path") or (call.get("args") or {}).get("path")
+            if not isinstance(path, str):
+                continue
+            if call.get("name") in FILE_WRITERS:
+                last_write[path] = position
+            elif call.get("name") in FILE_READERS:
+                reads.append((position, path, str(call.get("id"))))
+    return {call_id for position, path, call_id in reads if last_write.get(path, -1) > position}
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+__all__ = ["CLIP_STATE_KEY", "Boundary", "ClearLayer", "ClipState", "current_view", "last_view"]

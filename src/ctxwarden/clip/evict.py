@@ -1,0 +1,194 @@
+"""Eviction at arrival: a tool result too large for the window goes to a file; the message keeps a preview.
+
+The threshold is min(`evict_max_tokens`, `evict_window_share` of the window of the model
+that issued the call), counted with the meter — not a fixed 20,000 tokens. Unlike
+deepagents' eviction it applies to every tool, the built-in file tools included (they
+cut themselves at 20,000 tokens, which alone can overflow a small window); it keeps a
+structure-aware preview instead of a blind head and tail; and it writes the exact
+original (bytes, via `upload_files`) to a per-thread, per-namespace path. A failed
+write keeps the original message and records the failure; the run goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command
+
+from ctxwarden.clip.names import result_path
+from ctxwarden.clip.preview import preview
+from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.core.stamp import METADATA_KEY, last_stamped
+from ctxwarden.observe.recorder import PendingEvent, step_context
+
+RECALL_TOOL = "recall"
+"""ctxwarden's own recall tool: its output is bounded, so it is never evicted."""
+
+
+def encode(text: str) -> bytes:
+    """The exact bytes of a result (lone surrogates from undecodable output survive the round trip)."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def decode(data: bytes) -> str:
+    return data.decode("utf-8", "surrogatepass")
+
+
+def text_of(message: ToolMessage) -> str:
+    """The text of a tool result; content blocks are joined, non-text blocks left to the message."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "\n".join(parts)
+
+
+def _non_text_blocks(message: ToolMessage) -> list[Any]:
+    if isinstance(message.content, str):
+        return []
+    return [b for b in message.content if isinstance(b, dict) and b.get("type") != "text"]
+
+
+@dataclass(slots=True)
+class Evictor:
+    """Evicts oversized tool results to `backend` (a deepagents backend); `backend=None` disables it."""
+
+    backend: Any
+    policy: ContextPolicy
+    meter: TokenMeter
+
+    def threshold(self, request: ToolCallRequest) -> int:
+        """Tokens above which this call's result is evicted: from the window of the model that called it."""
+        window = self.policy.window
+        if window is None:
+            messages = (request.state or {}).get("messages", []) if isinstance(request.state, dict) else []
+            found = last_stamped(messages)
+            window = int(found[1]["window"]) if found else None
+        return self.policy.evict_threshold(window) if window else self.policy.evict_max_tokens
+
+    def plan(self, request: ToolCallRequest, message: ToolMessage) -> tuple[str, bytes, ToolMessage, dict] | None:
+        """What to write and what the message becomes, or `None` when the result stays as it is."""
+        if self.backend is None or message.name == RECALL_TOOL or request.tool_call.get("name") == RECALL_TOOL:
+            return None
+        threshold = self.threshold(request)
+        tokens = self.meter.message_tokens(message)
+        if tokens <= threshold:
+            return None
+        text = text_of(message)
+        thread, namespace, _run = step_context()
+        call_id = message.tool_call_id or str(request.tool_call.get("id") or "no-id")
+        path = result_path(thread, namespace, call_id)
+        shown = preview(text, max_chars=max(400, min(4_000, threshold * 2)))
+        tool = message.name or request.tool_call.get("name") or "tool"
+        marker = (
+            f"[ctxwarden: evicted {tool} output of {tokens:,} tokens ({shown.total_chars:,} chars, "
+            f"{shown.total_lines:,} lines) to {path}; above: {shown.shown_lines:,} of its lines. "
+            f'Page through it with read_file(file_path="{path}", offset=0, limit=200), '
+            f'or get the exact text with {RECALL_TOOL}(call_id="{call_id}").]'
+        )
+        body = f"{shown.text}\n{marker}"
+        blocks = _non_text_blocks(message)
+        record = {"evicted": True, "path": path, "tokens": tokens, "chars": len(text)}
+        replaced = message.model_copy(
+            update={
+                "content": [{"type": "text", "text": body}, *blocks] if blocks else body,
+                "response_metadata": {**message.response_metadata, METADATA_KEY: record},
+            }
+        )
+        event = {
+            "tool": tool,
+            "call_id": call_id,
+            "path": path,
+            "tokens": tokens,
+            "preview_tokens": self.meter.message_tokens(replaced),
+            "threshold": threshold,
+        }
+        return path, encode(text), replaced, event
+
+    def evict(self, request: ToolCallRequest, result: ToolMessage | Command[Any]) -> tuple[Any, list[PendingEvent]]:
+        events: list[PendingEvent] = []
+
+        def one(message: ToolMessage) -> ToolMessage:
+            planned = self.plan(request, message)
+            if planned is None:
+                return message
+            path, data, replaced, event = planned
+            try:
+                error = _upload_error(self.backend.upload_files([(path, data)]))
+            except Exception as exc:  # a backend that raises instead of reporting
+                error = f"{type(exc).__name__}: {exc}"
+            return self._settle(message, replaced, event, error, events)
+
+        return _map_results(result, one), events
+
+    async def aevict(
+        self, request: ToolCallRequest, result: ToolMessage | Command[Any]
+    ) -> tuple[Any, list[PendingEvent]]:
+        events: list[PendingEvent] = []
+        planned_all: dict[int, tuple[str, bytes, ToolMessage, dict]] = {}
+        for message in _results(result):
+            planned = self.plan(request, message)
+            if planned is not None:
+                planned_all[id(message)] = planned
+        errors: dict[int, str | None] = {}
+        for key, (path, data, _replaced, _event) in planned_all.items():
+            try:
+                errors[key] = _upload_error(await self.backend.aupload_files([(path, data)]))
+            except Exception as exc:  # a backend that raises instead of reporting
+                errors[key] = f"{type(exc).__name__}: {exc}"
+
+        def one(message: ToolMessage) -> ToolMessage:
+            if id(message) not in planned_all:
+                return message
+            _path, _data, replaced, event = planned_all[id(message)]
+            return self._settle(message, replaced, event, errors[id(message)], events)
+
+        return _map_results(result, one), events
+
+    @staticmethod
+    def _settle(
+        original: ToolMessage, replaced: ToolMessage, event: dict, error: str | None, events: list[PendingEvent]
+    ) -> ToolMessage:
+        if error is not None:
+            events.append(("eviction", {**event, "ok": False, "error": error}, None))
+            return original  # nothing is lost: the whole result stays in the message
+        events.append(("eviction", {**event, "ok": True}, None))
+        return replaced
+
+
+def _upload_error(responses: Sequence[Any]) -> str | None:
+    if not responses:
+        return "the backend returned no upload response"
+    error = getattr(responses[0], "error", None)
+    return None if error is None else str(error)
+
+
+def _results(result: ToolMessage | Command[Any]) -> list[ToolMessage]:
+    if isinstance(result, ToolMessage):
+        return [result]
+    update = result.update if isinstance(result, Command) else None
+    if isinstance(update, dict):
+        return [m for m in update.get("messages") or [] if isinstance(m, ToolMessage)]
+    return []
+
+
+def _map_results(result: ToolMessage | Command[Any], fn: Any) -> Any:
+    if isinstance(result, ToolMessage):
+        return fn(result)
+    if isinstance(result, Command) and isinstance(result.update, dict) and result.update.get("messages"):
+        messages = [fn(m) if isinstance(m, ToolMessage) else m for m in result.update["messages"]]
+        return Command(goto=result.goto, graph=result.graph, update={**result.update, "messages": messages})
+    return result
+
+
+__all__ = ["RECALL_TOOL", "Evictor", "decode", "encode", "text_of"]

@@ -1,0 +1,90 @@
+"""The placeholders that stand in for cleared results and clipped arguments.
+
+Each names what was removed, its size, and how to get it back — `recall(call_id=...)`,
+and the file for an evicted result — so nothing leaves the model's view without a way
+back. They are built from the message alone, so the same message always gets the same
+bytes: consecutive calls share their prefix and a provider's prompt cache keeps hitting.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from ctxwarden.core.stamp import METADATA_KEY
+
+RECALL_REFERENCE = re.compile(r'recall\(call_id="(?P<id>[^"]+)"(?:, part="(?P<part>args|result)")?\)')
+"""Finds the recall calls a placeholder or preview offers."""
+
+ARG_VALUE_MIN_CHARS = 200
+"""Argument values at least this long (as JSON) are replaced inside a clipped call."""
+
+
+def result_placeholder(message: ToolMessage, tokens: int) -> ToolMessage:
+    """`message` with its content replaced by a pointer back to it."""
+    record = message.response_metadata.get(METADATA_KEY) or {}
+    tool = message.name or "tool"
+    where = f"; full output in {record['path']}" if record.get("evicted") else ""
+    text = f'[cleared {tool} result, {tokens:,} tokens: recall(call_id="{message.tool_call_id}"){where}]'
+    return message.model_copy(
+        update={
+            "content": text,
+            "artifact": None,
+            "response_metadata": {**message.response_metadata, METADATA_KEY: {**record, "cleared": True}},
+        }
+    )
+
+
+def args_placeholder(message: AIMessage, call_ids: set[str]) -> AIMessage:
+    """`message` with the large arguments of the calls in `call_ids` replaced; ids and names stay valid."""
+    calls = []
+    for call in message.tool_calls:
+        if call.get("id") in call_ids:
+            call = {**call, "args": _clip_args(str(call["id"]), call.get("args") or {})}
+        calls.append(call)
+    content: Any = message.content
+    if isinstance(content, list):  # provider-native tool_use blocks repeat the arguments
+        clipped = {c["id"]: c["args"] for c in calls if c.get("id") in call_ids}
+        content = [
+            {**b, "input": clipped[b["id"]]} if isinstance(b, dict) and b.get("id") in clipped and "input" in b else b
+            for b in content
+        ]
+    extra = {k: v for k, v in message.additional_kwargs.items() if k not in {"tool_calls", "function_call"}}
+    record = message.response_metadata.get(METADATA_KEY) or {}
+    return message.model_copy(
+        update={
+            "tool_calls": calls,
+            "content": content,
+            "additional_kwargs": extra,
+            "response_metadata": {
+                **message.response_metadata,
+                METADATA_KEY: {**record, "clipped_args": sorted(call_ids)},
+            },
+        }
+    )
+
+
+def _clip_args(call_id: str, args: dict[str, Any]) -> dict[str, Any]:
+    note = f'recall(call_id="{call_id}", part="args")'
+    clipped: dict[str, Any] = {}
+    for key, value in args.items():
+        size = len(json.dumps(value, ensure_ascii=False, default=str))
+        if size >= ARG_VALUE_MIN_CHARS:
+            clipped[key] = f"[clipped {size:,} chars: {note}]"
+        else:
+            clipped[key] = value
+    if clipped == args:  # many small values: clip the call's arguments as a whole
+        size = len(json.dumps(args, ensure_ascii=False, default=str))
+        return {"ctxwarden_clipped": f"[clipped {size:,} chars of arguments: {note}]"}
+    return clipped
+
+
+def is_cleared(message: Any) -> bool:
+    record = getattr(message, "response_metadata", {}).get(METADATA_KEY)
+    return isinstance(record, dict) and bool(record.get("cleared"))
+
+
+__all__ = ["ARG_VALUE_MIN_CHARS", "RECALL_REFERENCE", "args_placeholder", "is_cleared", "result_placeholder"]

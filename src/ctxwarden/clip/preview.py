@@ -1,0 +1,157 @@
+"""Structure-aware previews of large tool output.
+
+A blind head/tail drops what matters most in a long output: the traceback in the
+middle of a test run, the one compiler error among a thousand lines of build log,
+the summary line of a test session. A preview keeps the head and the tail, then
+spends what budget is left on lines that carry the signal, in order of value:
+summary lines, traceback blocks, error lines, failing test names. Output that looks
+like grep (`path:line:match`) is summarized per file instead, with exact counts.
+Omitted stretches are marked in place; the caller appends how to get everything back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+
+MAX_LINE_CHARS = 300
+"""Longer lines are cut in the preview (the file keeps them whole)."""
+
+SUMMARY = re.compile(
+    r"(=+ .*\b\d+ (passed|failed|errors?|skipped|xfailed|xpassed|warnings?)\b.*=+$)"
+    r"|(^\d+ (passed|failed)\b)|(^Ran \d+ tests? in )|(^FAILED \(.*(failures|errors)=\d+)|(^OK( \(|$))"
+    r"|(\b\d+ (tests?|examples?) (passed|failed|completed))|(^Tests?: +\d+)",
+    re.IGNORECASE,
+)
+TRACEBACK_START = re.compile(r"^\s*Traceback \(most recent call last\):|^panic: |^Exception in thread ")
+ERROR = re.compile(
+    r"^E\s{2,}|\b(Error|Exception|FATAL|fatal|error|Failure|FAILURE|failed|FAILED|panic)\b[:\s]"
+    r"|^\S+?:\d+(:\d+)?:\s*(error|warning|fatal)\b",
+)
+FAILING_TEST = re.compile(r"^(FAILED|ERROR)\s+\S+|::\S+\s+(FAILED|ERROR)\b|^(FAIL|ERROR): \w+")
+GREP_LINE = re.compile(r"^(?P<path>[^\s:][^:\n]{0,300}?):(?P<line>\d+)[:-]")
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """A preview and what it left out."""
+
+    text: str
+    shown_lines: int
+    total_lines: int
+    total_chars: int
+
+
+def preview(text: str, *, max_chars: int = 4_000, head: int = 12, tail: int = 12) -> Preview:
+    """A preview of `text` of at most about `max_chars` characters (plus omission markers)."""
+    lines = text.splitlines()
+    if len(text) <= max_chars:
+        return Preview(text, len(lines), len(lines), len(text))
+    if _looks_like_grep(lines):
+        return _grep_preview(lines, len(text), max_chars)
+    keep = _select(lines, max_chars, head, tail)
+    out: list[str] = []
+    previous = -1
+    for index in sorted(keep):
+        if index != previous + 1:
+            out.append(f"… [{index - previous - 1:,} lines omitted] …")
+        out.append(_cut(lines[index]))
+        previous = index
+    if previous < len(lines) - 1:
+        out.append(f"… [{len(lines) - 1 - previous:,} lines omitted] …")
+    return Preview("\n".join(out), len(keep), len(lines), len(text))
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + f" … [{len(line) - MAX_LINE_CHARS:,} chars]"
+
+
+def _select(lines: list[str], max_chars: int, head: int, tail: int) -> set[int]:
+    """Head and tail, then signal lines by value, while the budget lasts."""
+    keep: set[int] = set()
+    budget = max_chars
+
+    def take(index: int) -> bool:
+        nonlocal budget
+        if index in keep or not 0 <= index < len(lines):
+            return True
+        cost = min(len(lines[index]), MAX_LINE_CHARS + 20) + 1
+        if cost > budget:
+            return False
+        keep.add(index)
+        budget -= cost
+        return True
+
+    # the head and the tail first, but never more than a third of the budget each
+    for index in range(min(head, len(lines))):
+        if budget < max_chars * 2 // 3 or not take(index):
+            break
+    for index in range(len(lines) - 1, max(len(lines) - 1 - tail, -1), -1):
+        if budget < max_chars // 3 or not take(index):
+            break
+    for group in _signal_groups(lines):
+        for index in group:
+            if not take(index):
+                break
+    return keep
+
+
+def _signal_groups(lines: list[str]) -> list[list[int]]:
+    """Indexes worth keeping, most valuable first: summaries, tracebacks, errors, failing tests."""
+    summaries = [[i] for i, line in enumerate(lines) if SUMMARY.search(line)]
+    tracebacks = []
+    for i, line in enumerate(lines):
+        if TRACEBACK_START.search(line):
+            end = i + 1
+            while end < len(lines) and (lines[end].startswith((" ", "\t")) or not lines[end].strip()):
+                end += 1
+            block = list(range(i, min(end + 1, len(lines))))
+            tracebacks.append(block if len(block) <= 30 else block[:4] + block[-26:])
+    errors = [[i] for i, line in enumerate(lines) if ERROR.search(line) and not TRACEBACK_START.search(line)]
+    failing = [[i] for i, line in enumerate(lines) if FAILING_TEST.search(line)]
+    # the last traceback is usually the one that matters; errors near the end too
+    return summaries + tracebacks[::-1] + failing + errors[::-1]
+
+
+def _looks_like_grep(lines: list[str]) -> bool:
+    sample = [line for line in lines[:200] if line.strip()]
+    return len(sample) >= 5 and sum(1 for line in sample if GREP_LINE.match(line)) >= 0.8 * len(sample)
+
+
+def _grep_preview(lines: list[str], total_chars: int, max_chars: int, per_file: int = 2) -> Preview:
+    """Every file with its exact match count and its first matches."""
+    files: OrderedDict[str, list[str]] = OrderedDict()
+    other = 0
+    for line in lines:
+        match = GREP_LINE.match(line)
+        if match is None:
+            other += 1
+            continue
+        files.setdefault(match.group("path"), []).append(line)
+    total = sum(len(found) for found in files.values())
+    out = [f"{total:,} matching lines in {len(files):,} files"]
+    budget = max_chars - len(out[0])
+    shown = 0
+    listed = 0
+    for path, found in files.items():
+        entry = [f"{path}: {len(found):,} match{'es' if len(found) != 1 else ''}"]
+        entry += [f"  {_cut(line)}" for line in found[:per_file]]
+        cost = sum(len(line) + 1 for line in entry)
+        if cost > budget:
+            break
+        out.extend(entry)
+        budget -= cost
+        shown += len(entry) - 1
+        listed += 1
+    if listed < len(files):
+        rest = list(files.items())[listed:]
+        names = ", ".join(f"{path} ({len(found)})" for path, found in rest)
+        summary = f"… and {len(rest):,} more files: {names}"
+        out.append(summary if len(summary) <= max(200, budget) else summary[: max(200, budget)] + " …")
+    if other:
+        out.append(f"… [{other:,} other lines omitted] …")
+    return Preview("\n".join(out), shown, len(lines), total_chars)
+
+
+__all__ = ["Preview", "preview"]

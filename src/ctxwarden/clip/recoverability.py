@@ -1,0 +1,69 @@
+"""Proof that nothing was lost: every original byte is in the model's view or reachable from it.
+
+For each original tool output, the model's view must hold it verbatim, or show a way
+back — a `recall(call_id=...)` reference or the path of an evicted file — that really
+returns the exact original. The demo reports the share of bytes that pass; the tests
+require all of them to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import BaseMessage, ToolMessage
+
+from ctxwarden.clip.evict import decode, encode, text_of
+from ctxwarden.clip.placeholders import RECALL_REFERENCE
+from ctxwarden.clip.recall import original_result
+from ctxwarden.core.stamp import METADATA_KEY
+
+
+@dataclass(frozen=True, slots=True)
+class Recoverability:
+    """How much of the original output the model can still get to."""
+
+    total_bytes: int
+    recoverable_bytes: int
+    lost: tuple[str, ...]
+    """Call ids whose output is neither in the view nor reachable from it."""
+
+    @property
+    def fraction(self) -> float:
+        return 1.0 if self.total_bytes == 0 else self.recoverable_bytes / self.total_bytes
+
+
+def check_outputs(
+    view: Sequence[BaseMessage], thread: Sequence[BaseMessage], originals: Mapping[str, str], backend: Any
+) -> Recoverability:
+    """Check every original output (by call id) against the model's `view` and the checkpointed `thread`."""
+    shown = {m.tool_call_id: m for m in view if isinstance(m, ToolMessage)}
+    total = reachable = 0
+    lost = []
+    for call_id, original in originals.items():
+        size = len(encode(original))
+        total += size
+        if call_id in shown and _reachable(shown[call_id], call_id, original, thread, backend):
+            reachable += size
+        else:
+            lost.append(call_id)
+    return Recoverability(total, reachable, tuple(lost))
+
+
+def _reachable(message: ToolMessage, call_id: str, original: str, thread: Sequence[BaseMessage], backend: Any) -> bool:
+    text = text_of(message)
+    if text == original:
+        return True
+    refs = {m.group("id") for m in RECALL_REFERENCE.finditer(text)}
+    if call_id in refs and original_result(list(thread), call_id, backend) == original:
+        return True
+    record = message.response_metadata.get(METADATA_KEY) or {}
+    path = record.get("path")
+    if path and path in text and backend is not None:
+        (response,) = backend.download_files([path])
+        return response.error is None and response.content is not None and decode(response.content) == original
+    return False
+
+
+__all__ = ["Recoverability", "check_outputs"]

@@ -1,0 +1,240 @@
+"""Clearing at 60%: one batch down to 40%, newest results kept, boundary remembered, nothing lost."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, ClearToolUsesEdit, ContextEditingMiddleware, ModelRequest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import PrivateAttr
+
+from ctxwarden import ContextPolicy, TokenMeter, context_middleware
+from ctxwarden.clip import CLIP_STATE_KEY, Boundary, ClearLayer, make_recall_tool
+from ctxwarden.observe import TraceStore
+from ctxwarden.replay import Recording, ReplayChatModel, replay_tools, scripted_model
+from ctxwarden.replay.driver import replay_into
+
+WINDOW = 10_000
+PAGE = "word " * 480  # about 500 tokens: under the eviction threshold, large enough to matter
+
+
+@tool
+def fetch(page: int) -> str:
+    """Fetch a page."""
+    return f"page {page}: {PAGE}"
+
+
+@tool
+def attempt_log(note: str) -> str:
+    """Record an attempt (never cleared)."""
+    return f"attempt: {note} " + "detail " * 300
+
+
+@tool
+def write_file(file_path: str, content: str) -> str:
+    """Write a file."""
+    return f"wrote {len(content)} chars to {file_path}"
+
+
+class Views(AgentMiddleware):
+    """Records what each model call receives (it runs inside ctxwarden)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.views: list[list[Any]] = []
+
+    def wrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
+        self.views.append(list(request.messages))
+        return handler(request)
+
+    async def awrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
+        self.views.append(list(request.messages))
+        return await handler(request)
+
+
+def _step(name: str, args: dict, call_id: str) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": name, "args": args, "id": call_id}])
+
+
+def _agent(replies: list, tools: list, policy: ContextPolicy, trace: Path | None = None) -> tuple[Any, Views]:
+    views = Views()
+    model = scripted_model(replies, window=WINDOW)
+    middleware = [*context_middleware(policy=policy, trace=trace), views]
+    return create_agent(model, tools, middleware=middleware, checkpointer=InMemorySaver()), views
+
+
+def _dump(messages: list) -> list[str]:
+    return [
+        json.dumps([m.type, m.content, getattr(m, "tool_calls", None)], sort_keys=True, default=str) for m in messages
+    ]
+
+
+def test_one_batch_down_to_forty_percent_newest_kept_raw_state_untouched(tmp_path: Path) -> None:
+    replies = [_step("fetch", {"page": i}, f"f{i}") for i in range(16)] + [AIMessage("done")]
+    agent, views = _agent(replies, [fetch], ContextPolicy(), trace=tmp_path / "trace.sqlite")
+    config = {"configurable": {"thread_id": "clear"}}
+    out = agent.invoke({"messages": [HumanMessage("read everything")]}, config)
+
+    batches = TraceStore(tmp_path / "trace.sqlite").events(kind="context_clear")
+    assert batches
+    for batch in batches:
+        assert batch.payload["tokens_before"] > 0.60 * WINDOW
+        assert batch.payload["tokens_after"] <= 0.40 * WINDOW
+    # every call stayed under the window, and each kept its newest 3 results verbatim
+    for view in views.views:
+        results = [m for m in view if isinstance(m, ToolMessage)]
+        assert all(m.content.startswith("page ") for m in results[-3:])
+    stamps = [m.response_metadata["ctxwarden"] for m in out["messages"] if isinstance(m, AIMessage)]
+    assert max(s["input_tokens"] for s in stamps) <= 0.60 * WINDOW + 600  # at most one result past the trigger
+    # the checkpointed thread still holds every original result; the boundary is private state
+    assert all(m.content.startswith("page ") for m in out["messages"] if isinstance(m, ToolMessage))
+    state = agent.get_state(config).values
+    assert state[CLIP_STATE_KEY]["results"][:3] == ["f0", "f1", "f2"]
+
+
+def test_placeholders_name_tool_id_size_and_the_way_back() -> None:
+    replies = [_step("fetch", {"page": i}, f"f{i}") for i in range(16)] + [AIMessage("done")]
+    agent, views = _agent(replies, [fetch], ContextPolicy())
+    agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "p"}})
+    cleared = [m for m in views.views[-1] if isinstance(m, ToolMessage) and not m.content.startswith("page ")]
+    assert cleared
+    first = cleared[0]
+    assert first.content.startswith("[cleared fetch result, ")
+    assert f'recall(call_id="{first.tool_call_id}")' in first.content
+    assert "tokens" in first.content
+    assert first.tool_call_id == "f0"
+
+
+def test_between_batches_every_call_extends_the_previous_one_byte_for_byte(tmp_path: Path) -> None:
+    replies = [_step("fetch", {"page": i}, f"f{i}") for i in range(30)] + [AIMessage("done")]
+    agent, views = _agent(replies, [fetch], ContextPolicy(), trace=tmp_path / "t.sqlite")
+    out = agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "cache"}})
+    batch_calls = {
+        i
+        for i, m in enumerate(m for m in out["messages"] if isinstance(m, AIMessage))
+        if "context_clear" in m.response_metadata["ctxwarden"]["events"]
+    }
+    breaks = set()
+    for i in range(1, len(views.views)):
+        before, after = _dump(views.views[i - 1]), _dump(views.views[i])
+        if after[: len(before)] != before:
+            breaks.add(i)
+    assert breaks == batch_calls
+    assert len(batch_calls) <= 4
+
+
+def test_excluded_tools_are_never_cleared() -> None:
+    replies = []
+    for i in range(10):
+        replies.append(_step("attempt_log", {"note": f"try {i}"}, f"a{i}"))
+        replies.append(_step("fetch", {"page": i}, f"f{i}"))
+    replies.append(AIMessage("done"))
+    agent, views = _agent(replies, [fetch, attempt_log], ContextPolicy(clear_exclude_tools=("attempt_log",)))
+    agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "x"}})
+    final = views.views[-1]
+    assert all(
+        m.content.startswith("attempt:") for m in final if isinstance(m, ToolMessage) and m.name == "attempt_log"
+    )
+    assert any(m.content.startswith("[cleared fetch") for m in final if isinstance(m, ToolMessage))
+
+
+def test_old_large_arguments_are_clipped_and_recalled_exactly() -> None:
+    body = "def f():\n    return 1\n" * 150  # a whole file in the call's arguments
+    replies = [_step("write_file", {"file_path": f"/m{i}.py", "content": body + str(i)}, f"w{i}") for i in range(12)]
+    agent, views = _agent([*replies, AIMessage("done")], [write_file], ContextPolicy())
+    out = agent.invoke({"messages": [HumanMessage("write")]}, {"configurable": {"thread_id": "args"}})
+    final = views.views[-1]
+    callers = [m for m in final if isinstance(m, AIMessage) and m.tool_calls]
+    clipped = [m for m in callers if str(m.tool_calls[0]["args"].get("content", "")).startswith("[clipped")]
+    assert clipped
+    for message in callers[-3:]:  # the newest calls keep their arguments
+        assert message.tool_calls[0]["args"]["content"].startswith("def f()")
+    for message in clipped:  # ids, names and the other arguments stay valid
+        call = message.tool_calls[0]
+        assert call["name"] == "write_file"
+        assert call["args"]["file_path"].startswith("/m")
+        original = next(
+            c for m in out["messages"] if isinstance(m, AIMessage) for c in m.tool_calls if c["id"] == call["id"]
+        )
+        recalled = make_recall_tool(None).invoke(
+            {"call_id": call["id"], "part": "args", "state": {"messages": out["messages"]}, "limit": 50_000}
+        )
+        assert json.loads(recalled) == original["args"]
+
+
+def test_cost_first_masks_old_results_at_any_fill() -> None:
+    replies = [_step("fetch", {"page": i}, f"f{i}") for i in range(5)] + [AIMessage("done")]
+    agent, views = _agent(replies, [fetch], ContextPolicy.cost_first(mask_after_turns=2, window=1_000_000))
+    agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "cost"}})
+    final = [m for m in views.views[-1] if isinstance(m, ToolMessage)]
+    assert [m.content.startswith("[cleared") for m in final] == [True, True, True, False, False]
+
+
+def test_stale_reads_go_first_and_untouched_messages_are_not_copied() -> None:
+    messages = [HumanMessage("go", id="h")]
+    for i, (name, args) in enumerate(
+        [
+            ("fetch", {"page": 0}),
+            ("read_file", {"file_path": "/a.py"}),
+            ("fetch", {"page": 1}),
+            ("write_file", {"file_path": "/a.py", "content": "x"}),
+        ]
+    ):
+        messages.append(_step(name, args, f"c{i}"))
+        messages.append(ToolMessage(PAGE, tool_call_id=f"c{i}", name=name, id=f"t{i}"))
+    layer = ClearLayer(ContextPolicy(keep_tool_results=0), TokenMeter())
+    candidates = layer._candidates(messages, Boundary(), frozenset())
+    assert candidates[0][:2] == ("result", "c1")  # the read of /a.py, which was written afterwards
+    view = layer.view(messages, Boundary(results=("c0",)), frozenset())
+    assert view[2] is not messages[2]
+    assert all(a is b for i, (a, b) in enumerate(zip(view, messages, strict=True)) if i != 2)
+
+
+class Capturing(ReplayChatModel):
+    """A replay model that keeps what each call received."""
+
+    _received: list[list[str]] = PrivateAttr(default_factory=list)
+
+    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self._received.append(_dump(messages))
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def _prefix_breaks(received: list[list[str]]) -> int:
+    return sum(1 for a, b in itertools.pairwise(received) if b[: len(a)] != a)
+
+
+def test_fewer_cache_misses_than_stock_context_editing_on_a_real_session(shipped_recording: Recording) -> None:
+    window = 32_000
+    ours = Capturing(recording=shipped_recording, usage="received", profile={"max_input_tokens": window})
+    agent = create_agent(
+        ours, replay_tools(shipped_recording), middleware=context_middleware(), checkpointer=InMemorySaver()
+    )
+    replay_into(agent, shipped_recording, {"configurable": {"thread_id": "ours"}})
+
+    stock = Capturing(recording=shipped_recording, usage="received", profile={"max_input_tokens": window})
+    editing = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=int(0.6 * window), keep=3)])
+    agent = create_agent(stock, replay_tools(shipped_recording), middleware=[editing], checkpointer=InMemorySaver())
+    replay_into(agent, shipped_recording, {"configurable": {"thread_id": "stock"}})
+
+    ours_breaks, stock_breaks = _prefix_breaks(ours._received), _prefix_breaks(stock._received)
+    assert ours_breaks <= 8
+    assert stock_breaks >= 4 * ours_breaks
+    print(f"prefix breaks over {len(ours._received)} calls: ctxwarden {ours_breaks}, stock {stock_breaks}")
+
+
+@pytest.mark.parametrize("policy", [ContextPolicy(), ContextPolicy.cost_first()])
+async def test_async_path_gives_the_same_views(policy: ContextPolicy) -> None:
+    replies = [_step("fetch", {"page": i}, f"f{i}") for i in range(14)] + [AIMessage("done")]
+    sync_agent, sync_views = _agent(list(replies), [fetch], policy)
+    sync_agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "s"}})
+    async_agent, async_views = _agent(list(replies), [fetch], policy)
+    await async_agent.ainvoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "a"}})
+    assert [_dump(v) for v in async_views.views] == [_dump(v) for v in sync_views.views]
