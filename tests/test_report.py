@@ -56,8 +56,17 @@ def _thread() -> list:
 
 def _report(**kwargs: object):
     spend = {"main": {"calls": 7, "input_tokens": 66_500, "output_tokens": 840, "cached_input_tokens": 41_000}}
+    lifecycle = {
+        "eviction": {"count": 1, "tokens": 30_120, "freed": 0},
+        "context_clear": {"count": 2, "tokens": 0, "freed": 9_400},
+    }
     return build_report(
-        _thread(), thread_id="parser-fix", meter=TokenMeter(ApproximateCounter()), spend=spend, **kwargs
+        _thread(),
+        thread_id="parser-fix",
+        meter=TokenMeter(ApproximateCounter()),
+        spend=spend,
+        lifecycle=lifecycle,
+        **kwargs,
     )
 
 

@@ -132,6 +132,22 @@ def test_spend_is_summed_per_role(store: TraceStore) -> None:
     }
 
 
+def test_lifecycle_sums_what_the_layers_did(store: TraceStore) -> None:
+    store.append(
+        [
+            TraceEvent("eviction", {"tokens": 5_000, "ok": True}, "t"),
+            TraceEvent("eviction", {"tokens": 7_000, "ok": False, "error": "disk full"}, "t"),
+            TraceEvent("context_clear", {"freed": 900}, "t"),
+            TraceEvent("context_clear", {"freed": 100}, "t"),
+            TraceEvent("context_clear", {"freed": 5}, "other"),
+        ]
+    )
+    assert store.lifecycle("t") == {
+        "eviction": {"count": 1, "tokens": 5_000, "freed": 0},
+        "context_clear": {"count": 2, "tokens": 0, "freed": 1_000},
+    }
+
+
 def test_eight_threads_share_one_store_without_losing_an_event(store: TraceStore) -> None:
     errors: list[BaseException] = []
 

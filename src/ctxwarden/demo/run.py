@@ -122,7 +122,13 @@ def run_demo(
     result.recoverable_fraction = round(check_outputs(view, messages, recording.outputs, backend).fraction, 6)
     trace = TraceStore(Path(state_dir) / TRACE_FILE)
     try:
-        report = build_report(messages, thread_id=thread_id, spend=trace.spend(thread_id), clip_state=clip_state)
+        report = build_report(
+            messages,
+            thread_id=thread_id,
+            spend=trace.spend(thread_id),
+            clip_state=clip_state,
+            lifecycle=trace.lifecycle(thread_id),
+        )
     finally:
         trace.close()
     plot_path = Path(state_dir) / PLOT_FILE

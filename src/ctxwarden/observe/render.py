@@ -50,6 +50,19 @@ def spend_line(report: ContextReport) -> str:
     return "spend: " + " · ".join(parts)
 
 
+def lifecycle_line(report: ContextReport) -> str:
+    """What the layers did, from the trace."""
+    done = report.lifecycle
+    evicted = done.get("eviction", {})
+    cleared = done.get("context_clear", {})
+    folded = done.get("context_compaction", {})
+    return (
+        f"lifecycle: {evicted.get('count', 0)} evicted ({evicted.get('tokens', 0):,} tokens to files) · "
+        f"{cleared.get('count', 0)} clearing batches ({cleared.get('freed', 0):,} tokens freed) · "
+        f"{folded.get('count', 0)} folds"
+    )
+
+
 def report_text(report: ContextReport) -> str:
     lines = [f"Context · {headline(report)}", f"[{bar(report)}] {usage_line(report)}", ""]
     width = max(len(name) for name, _ in report.rows())
@@ -61,6 +74,7 @@ def report_text(report: ContextReport) -> str:
         f"fold at {report.fold_at:,} ({report.policy.summarize_at:.0%})"
     )
     lines.extend(f"  {line}" for line in report.forecast())
+    lines.append(f"  {lifecycle_line(report)}")
     lines.append(f"  {spend_line(report)}")
     return "\n".join(lines)
 
@@ -86,6 +100,7 @@ def report_rich(report: ContextReport) -> Any:
             f"clear at {report.clear_at:,} · fold at {report.fold_at:,}\n" + "\n".join(report.forecast()),
             style="italic",
         ),
+        Text(lifecycle_line(report), style="dim"),
         Text(spend_line(report), style="dim"),
     ]
     return Group(*parts)
@@ -113,6 +128,7 @@ def report_html(report: ContextReport) -> str:
         f"<div style='color:{color}'>{html.escape(usage_line(report))}</div>"
         f"<table><thead><tr><th>category</th><th>tokens</th><th>share</th></tr></thead><tbody>{rows}</tbody></table>"
         f"<div>clear at {report.clear_at:,} · fold at {report.fold_at:,}</div><ul>{forecast}</ul>"
+        f"<div style='color:#666'>{html.escape(lifecycle_line(report))}</div>"
         f"<div style='color:#666'>{html.escape(spend_line(report))}</div>"
         "</div>"
     )

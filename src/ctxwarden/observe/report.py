@@ -67,6 +67,7 @@ class ContextReport:
     last_input_tokens: int | None
     added_since: int
     spend: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    lifecycle: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     policy: ContextPolicy = DEFAULT_POLICY
 
     @property
@@ -138,6 +139,7 @@ class ContextReport:
             "last_input_tokens": self.last_input_tokens,
             "added_since": self.added_since,
             "spend": {role: dict(values) for role, values in self.spend.items()},
+            "lifecycle": {kind: dict(values) for kind, values in self.lifecycle.items()},
         }
 
     def to_text(self) -> str:
@@ -169,6 +171,7 @@ def build_report(
     model: Any = None,
     spend: Mapping[str, Mapping[str, int]] | None = None,
     clip_state: Mapping[str, Any] | None = None,
+    lifecycle: Mapping[str, Mapping[str, int]] | None = None,
 ) -> ContextReport:
     """The report for a thread's messages. `model` (a chat model) measures against another model's window.
 
@@ -227,6 +230,7 @@ def build_report(
         last_input_tokens=int(last_input) if last_input else None,
         added_since=added,
         spend=dict(spend or {}),
+        lifecycle=dict(lifecycle or {}),
         policy=policy,
     )
 
@@ -288,6 +292,7 @@ def context_report(
     thread = thread_id_of(config)
     store = _trace_for(source, trace)
     spend = store.spend(thread) if store is not None else {}
+    lifecycle = store.lifecycle(thread) if store is not None else {}
     return build_report(
         values["messages"],
         thread_id=thread,
@@ -296,6 +301,7 @@ def context_report(
         model=model,
         spend=spend,
         clip_state=values.get(CLIP_STATE_KEY),
+        lifecycle=lifecycle,
     )
 
 
@@ -313,6 +319,7 @@ async def acontext_report(
     thread = thread_id_of(config)
     store = _trace_for(source, trace)
     spend = await asyncio.to_thread(store.spend, thread) if store is not None else {}
+    lifecycle = await asyncio.to_thread(store.lifecycle, thread) if store is not None else {}
     return build_report(
         values["messages"],
         thread_id=thread,
@@ -321,6 +328,7 @@ async def acontext_report(
         model=model,
         spend=spend,
         clip_state=values.get(CLIP_STATE_KEY),
+        lifecycle=lifecycle,
     )
 
 

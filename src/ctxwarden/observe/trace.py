@@ -205,6 +205,24 @@ class TraceStore:
             for role, calls, inp, out, cached in rows
         }
 
+    def lifecycle(self, thread_id: str) -> dict[str, dict[str, int]]:
+        """What the lifecycle layers did on a thread: evictions, clearing batches and folds, with their tokens."""
+        sql = """
+            SELECT kind, COUNT(*),
+                   SUM(COALESCE(json_extract(payload, '$.tokens'), 0)),
+                   SUM(COALESCE(json_extract(payload, '$.freed'), 0))
+            FROM events
+            WHERE thread_id = ? AND kind IN ('eviction', 'context_clear', 'context_compaction')
+              AND COALESCE(json_extract(payload, '$.ok'), 1) = 1
+            GROUP BY kind
+        """
+        with self._lock:
+            rows = self._connect().execute(sql, (thread_id,)).fetchall()
+        return {
+            kind: {"count": int(n), "tokens": int(tokens or 0), "freed": int(freed or 0)}
+            for kind, n, tokens, freed in rows
+        }
+
     def verify(self) -> list[str]:
         """Check the store; returns the problems found (empty when sound)."""
         problems: list[str] = []
