@@ -64,6 +64,19 @@ def test_demo_json_on_the_embedded_defaults(tmp_path: Path) -> None:
     assert context["spend"]["main"]["calls"] == 81
 
 
+def test_demo_at_16k_folds_and_never_overflows(tmp_path: Path) -> None:
+    done = _run("demo", "--json", "--window", "16000", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["overflows"] == 0
+    assert max(result["per_call_input_tokens"]) <= 16_000
+    assert result["folds"] >= 1
+    assert result["fallback_folds"] == 0
+    assert result["recoverable_fraction"] == 1.0
+    assert result["context"]["categories"]["summary"] > 0
+    assert (tmp_path / ".ctxwarden" / "conversation_history" / f"{result['thread_id']}.md").is_file()
+
+
 def test_demo_table_and_options(tmp_path: Path) -> None:
     done = _run("demo", "--window", "128000", "--state-dir", "state", "--thread-id", "mine", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -97,6 +97,37 @@ def test_multi_turn_replay_through_a_langchain_agent(tmp_path: Path) -> None:
     assert model.finished
 
 
+def test_a_user_message_after_a_tool_step_starts_a_new_turn(tmp_path: Path) -> None:
+    """Harnesses answer a bad call with a user message: the replay ends the turn, the driver sends it."""
+    session = [
+        {"role": "user", "content": "fix it"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+        {"role": "user", "content": "Tool call error: use exactly one tool call."},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c2", "content": "b.txt"},
+        {"role": "assistant", "content": "done"},
+    ]
+    rec = load_recording(_write(tmp_path, session))
+    model = ReplayChatModel(recording=rec, profile={"max_input_tokens": 8_000})
+    agent = create_agent(model, replay_tools(rec), checkpointer=InMemorySaver())
+    messages = replay_into(agent, rec, {"configurable": {"thread_id": "turns"}})
+    assert [m.content for m in messages if isinstance(m, HumanMessage)] == [
+        "fix it",
+        "Tool call error: use exactly one tool call.",
+    ]
+    assert messages[-1].content == "done"
+    assert model.finished
+
+
 async def test_shipped_session_replays_exactly_through_the_stack(shipped_recording: Recording, state_dir: Path) -> None:
     rec = shipped_recording
     model = ReplayChatModel(recording=rec, usage="received", profile={"max_input_tokens": 128_000})

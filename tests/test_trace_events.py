@@ -128,11 +128,11 @@ def test_a_provider_overflow_is_recorded_and_raised(tmp_path: Path) -> None:
     store = TraceStore(tmp_path / "trace.sqlite")
     model = OverflowingModel(messages=iter([]), profile={"max_input_tokens": 200_000})
     agent = create_agent(model, middleware=context_middleware(trace=store))
-    with pytest.raises(ContextOverflowError):
+    with pytest.raises(ContextOverflowError, match="refused the call as too long twice"):
         agent.invoke({"messages": [("user", "hi")]})
-    (overflow,) = store.events(kind="context_overflow")
-    assert overflow.payload["stage"] == "provider"
-    assert "prompt is too long" in overflow.payload["error"]
+    overflows = store.events(kind="context_overflow")
+    assert [e.payload["stage"] for e in overflows] == ["provider", "provider"]  # the call, then the one retry
+    assert "prompt is too long" in overflows[0].payload["error"]
     store.close()
 
 

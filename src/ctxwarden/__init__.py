@@ -16,12 +16,14 @@ from ctxwarden.core import (
     resolve_window,
 )
 from ctxwarden.errors import (
+    ContextStillTooLargeError,
     CtxwardenError,
     PolicyError,
     ReplayMismatchError,
     TrajectoryFormatError,
     WindowUnknownError,
 )
+from ctxwarden.fold import DETERMINISTIC, FoldRecord, compact
 from ctxwarden.observe import (
     ContextReport,
     TraceEvent,
@@ -47,13 +49,16 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "DEFAULT_POLICY",
+    "DETERMINISTIC",
     "ApproximateCounter",
     "CallBudget",
     "ContextLayer",
     "ContextPolicy",
     "ContextReport",
+    "ContextStillTooLargeError",
     "ContextWindowMiddleware",
     "CtxwardenError",
+    "FoldRecord",
     "GaugeLevel",
     "LayerEdit",
     "Measurement",
@@ -72,6 +77,7 @@ __all__ = [
     "WindowUnknownError",
     "__version__",
     "acontext_report",
+    "compact",
     "context_middleware",
     "context_report",
     "create_context_agent",

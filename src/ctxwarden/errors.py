@@ -9,6 +9,8 @@ keep working.
 
 from __future__ import annotations
 
+from langchain_core.exceptions import ContextOverflowError
+
 
 class CtxwardenError(Exception):
     """Base class of every error ctxwarden raises on purpose."""
@@ -20,6 +22,13 @@ class PolicyError(CtxwardenError, ValueError):
 
 class WindowUnknownError(CtxwardenError, LookupError):
     """The context window of the model being called cannot be determined."""
+
+
+class ContextStillTooLargeError(CtxwardenError, ContextOverflowError):
+    """The provider refused a call as too long even after ctxwarden cleared and folded and retried.
+
+    Also a langchain-core `ContextOverflowError`, so handlers written for the provider's error still catch it.
+    """
 
 
 class TrajectoryFormatError(CtxwardenError, ValueError):
@@ -50,8 +59,6 @@ def is_context_overflow(exc: BaseException) -> bool:
     `langchain_core.exceptions.ContextOverflowError`, or a 400/413/422 whose message
     carries one of the providers' usual wordings.
     """
-    from langchain_core.exceptions import ContextOverflowError
-
     if isinstance(exc, ContextOverflowError):
         return True
     status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
@@ -62,6 +69,7 @@ def is_context_overflow(exc: BaseException) -> bool:
 
 
 __all__ = [
+    "ContextStillTooLargeError",
     "CtxwardenError",
     "PolicyError",
     "ReplayMismatchError",

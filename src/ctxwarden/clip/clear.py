@@ -76,11 +76,12 @@ class ClearLayer:
         factor = budget.measurement.factor
         used = round((fixed + self.meter.messages_tokens(view)) * factor)
         events = []
-        if used > budget.clear_at:
+        if used > budget.clear_at or budget.force:
             target = int(budget.window.tokens * self.policy.clear_to)
-            grown, freed = self._extend(messages, boundary, masked, need=(used - target) / factor)
+            need = float("inf") if budget.force else (used - target) / factor
+            grown, freed = self._extend(messages, boundary, masked, need=need, keep=1 if budget.force else None)
             worth_it = freed * factor >= budget.window.tokens * self.policy.clear_min_batch_share
-            if grown != boundary and (worth_it or used > budget.fold_at):
+            if grown != boundary and (worth_it or used > budget.fold_at or budget.force):
                 view = self.view(messages, grown, masked)
                 after = round((fixed + self.meter.messages_tokens(view)) * factor)
                 events.append(
@@ -95,6 +96,7 @@ class ClearLayer:
                             "target": target,
                             "cleared_total": len(grown.results),
                             "clipped_total": len(grown.args),
+                            "forced": budget.force,
                         },
                         budget.window.model,
                     )
@@ -142,12 +144,18 @@ class ClearLayer:
 
     # --- growing the boundary ------------------------------------------------------
     def _extend(
-        self, messages: Sequence[BaseMessage], boundary: Boundary, masked: frozenset[str], *, need: float
+        self,
+        messages: Sequence[BaseMessage],
+        boundary: Boundary,
+        masked: frozenset[str],
+        *,
+        need: float,
+        keep: int | None = None,
     ) -> tuple[Boundary, float]:
         """Add candidates, most disposable first, until `need` raw tokens are freed (or none are left)."""
         results, args = list(boundary.results), list(boundary.args)
         freed = 0.0
-        for kind, call_id, saving in self._candidates(messages, boundary, masked):
+        for kind, call_id, saving in self._candidates(messages, boundary, masked, keep=keep):
             if freed >= need:
                 break
             (results if kind == "result" else args).append(call_id)
@@ -155,10 +163,10 @@ class ClearLayer:
         return Boundary(tuple(results), tuple(args)), freed
 
     def _candidates(
-        self, messages: Sequence[BaseMessage], boundary: Boundary, masked: frozenset[str]
+        self, messages: Sequence[BaseMessage], boundary: Boundary, masked: frozenset[str], *, keep: int | None = None
     ) -> list[tuple[str, str, float]]:
         """`(kind, call id, tokens freed)`: stale reads first, then oldest first; the newest stay."""
-        policy = self.policy
+        policy = self.policy if keep is None else self.policy.replace(keep_tool_results=keep)
         names = {
             str(c["id"]): c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls if c.get("id")
         }

@@ -21,10 +21,11 @@ from langgraph.types import Command
 
 from ctxwarden.clip.names import result_path
 from ctxwarden.clip.preview import preview
+from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.core.runtime import step_context
 from ctxwarden.core.stamp import METADATA_KEY, last_stamped
-from ctxwarden.observe.recorder import PendingEvent, step_context
 
 RECALL_TOOL = "recall"
 """ctxwarden's own recall tool: its output is bounded, so it is never evicted."""

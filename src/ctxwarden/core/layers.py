@@ -30,6 +30,8 @@ class CallBudget:
     window: Window
     measurement: Measurement
     policy: ContextPolicy
+    force: bool = False
+    """Set on the retry after a provider refused the call as too long: clear and fold as far as possible."""
 
     @property
     def used(self) -> int:

@@ -26,11 +26,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ctxwarden.clip.clear import CLIP_STATE_KEY, last_view
 from ctxwarden.clip.recoverability import check_outputs
 from ctxwarden.core.gauge import gauge_level
-from ctxwarden.core.policy import DEFAULT_POLICY
 from ctxwarden.core.stamp import METADATA_KEY, is_evicted
+from ctxwarden.fold.engine import DETERMINISTIC
 from ctxwarden.observe.plot import usage_plot
 from ctxwarden.observe.report import ContextReport, build_report
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
@@ -39,6 +38,7 @@ from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording, load_recording
 from ctxwarden.replay.tools import replay_tools
 from ctxwarden.stack.build import DEFAULT_STATE_DIR, create_context_agent
+from ctxwarden.view import last_call_view
 
 DEFAULT_WINDOW = 32_000
 DEFAULT_TRAJECTORY = "sqlfluff__sqlfluff-1733.traj.json"
@@ -67,6 +67,7 @@ class DemoResult:
     seconds: float
     per_call_input_tokens: list[int] = field(default_factory=list)
     recoverable_fraction: float = 1.0
+    fallback_folds: int = 0
     plot: str | None = None
     context: dict[str, Any] = field(default_factory=dict)
 
@@ -105,7 +106,11 @@ def run_demo(
     recording = load_recording(trajectory or default_trajectory())
     model = ReplayChatModel(recording=recording, usage="received", profile={"max_input_tokens": window})
     agent = create_context_agent(
-        model, replay_tools(recording), state_dir=state_dir, system_prompt=recording.system_prompt
+        model,
+        replay_tools(recording),
+        state_dir=state_dir,
+        system_prompt=recording.system_prompt,
+        summarizer=DETERMINISTIC,  # the replayed model can only replay: summaries are built from the turns
     )
     thread_id = thread_id or f"demo-{recording.instance_id or 'session'}-{uuid.uuid4().hex[:8]}"
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
@@ -113,11 +118,11 @@ def run_demo(
     try:
         with _progress(console, recording) as advance:
             messages = replay_into(agent, recording, config, on_call=lambda _message: advance())
-        clip_state = agent.get_state(config).values.get(CLIP_STATE_KEY)
+        values = agent.get_state(config).values
     finally:
         agent.checkpointer.conn.close()
     result = summarize(messages, recording, thread_id, Path(state_dir), window, time.perf_counter() - started)
-    view = last_view(messages, clip_state, DEFAULT_POLICY)
+    view = last_call_view(messages, values)
     backend = FilesystemBackend(root_dir=Path(state_dir), virtual_mode=True)
     result.recoverable_fraction = round(check_outputs(view, messages, recording.outputs, backend).fraction, 6)
     trace = TraceStore(Path(state_dir) / TRACE_FILE)
@@ -126,9 +131,11 @@ def run_demo(
             messages,
             thread_id=thread_id,
             spend=trace.spend(thread_id),
-            clip_state=clip_state,
+            values=values,
             lifecycle=trace.lifecycle(thread_id),
         )
+        folds = [e for e in trace.events(thread_id=thread_id, kind="context_compaction") if e.payload.get("ok")]
+        result.fallback_folds = sum(1 for e in folds if e.payload.get("fallback"))
     finally:
         trace.close()
     plot_path = Path(state_dir) / PLOT_FILE
@@ -183,7 +190,10 @@ def render(result: DemoResult, console: Console) -> None:
         f"{result.input_tokens_peak:,} ({result.peak_fraction:.0%} of the window, {result.gauge})",
     )
     table.add_row("calls over the window", f"{result.overflows:,} of {result.calls:,}")
-    table.add_row("evictions / clearing batches / folds", f"{result.evictions} / {result.clears} / {result.folds}")
+    fallback = f" ({result.fallback_folds} by fallback)" if result.fallback_folds else ""
+    table.add_row(
+        "evictions / clearing batches / folds", f"{result.evictions} / {result.clears} / {result.folds}{fallback}"
+    )
     table.add_row("original output still reachable", f"{result.recoverable_fraction:.1%}")
     table.add_row("input tokens per call", _sparkline(result.per_call_input_tokens, result.window))
     table.add_row("thread", f"{result.thread_id} in {result.state_dir}")

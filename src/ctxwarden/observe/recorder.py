@@ -16,30 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ctxwarden.core.layers import PendingEvent
+from ctxwarden.core.runtime import step_context
 from ctxwarden.observe.trace import TraceEvent, TraceStore
 
 logger = logging.getLogger("ctxwarden.trace")
-
-
-def step_context() -> tuple[str | None, str, str | None]:
-    """`(thread_id, namespace, run_id)` of the LangGraph step running now, or `(None, "", None)` outside one.
-
-    The namespace is the checkpoint namespace without the running node itself: `""` for
-    the top-level agent, `"tools:<task id>"` inside a subagent called by a tool.
-    """
-    try:
-        from langgraph.config import get_config
-
-        config = get_config()
-    except RuntimeError:
-        return None, "", None
-    configurable = config.get("configurable") or {}
-    metadata = config.get("metadata") or {}
-    thread = configurable.get("thread_id")
-    checkpoint_ns = str(configurable.get("checkpoint_ns") or metadata.get("langgraph_checkpoint_ns") or "")
-    namespace = checkpoint_ns.rsplit("|", 1)[0] if "|" in checkpoint_ns else ""
-    run = config.get("run_id") or metadata.get("run_id")
-    return (str(thread) if thread is not None else None), namespace, (str(run) if run is not None else None)
 
 
 class TraceRecorder:
@@ -55,10 +35,15 @@ class TraceRecorder:
         """Whether events go anywhere."""
         return self.store is not None
 
-    def event(self, kind: str, payload: Mapping[str, Any], *, model: str | None = None) -> TraceEvent:
-        """The event `record` would write now, with thread, namespace and run filled in."""
+    def event(
+        self, kind: str, payload: Mapping[str, Any], *, model: str | None = None, thread_id: str | None = None
+    ) -> TraceEvent:
+        """The event `record` would write now, with thread, namespace and run filled in.
+
+        Outside a LangGraph step (e.g. `compact()` from a script) pass `thread_id`.
+        """
         thread, namespace, run = step_context()
-        return TraceEvent(kind, dict(payload), thread, namespace, run, model)
+        return TraceEvent(kind, dict(payload), thread_id or thread, namespace, run, model)
 
     def record(self, kind: str, payload: Mapping[str, Any], *, model: str | None = None) -> TraceEvent | None:
         """Append one event; returns it, or `None` when disabled or the write failed."""
@@ -72,11 +57,12 @@ class TraceRecorder:
             return None
         return await asyncio.to_thread(self._write, self.event(kind, payload, model=model))
 
-    def record_all(self, events: list[PendingEvent]) -> int:
+    def record_all(self, events: list[PendingEvent], *, thread_id: str | None = None) -> int:
         """Append `(kind, payload, model)` triples in one transaction; returns how many were written."""
         if self.store is None or not events:
             return 0
-        return self._write_all([self.event(kind, payload, model=model) for kind, payload, model in events])
+        built = [self.event(kind, payload, model=model, thread_id=thread_id) for kind, payload, model in events]
+        return self._write_all(built)
 
     async def arecord_all(self, events: list[PendingEvent]) -> int:
         """`record_all` off the event loop."""

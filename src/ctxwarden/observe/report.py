@@ -4,9 +4,9 @@
 call (else what ctxwarden measured for it) — and adds the meter's estimate of what the
 thread gained since. Categories come from the last call's stamp (system prompt, tool
 schemas) and from counting the conversation by role, scaled so they add up to `used`.
-Categories are counted on the view clearing leaves (cleared results count as
-placeholders); those that later layers fill (skills, memory, instructions, summary)
-read 0 until those layers exist.
+Categories are counted on the view the layers leave (the fold summary, cleared
+placeholders); those that later layers fill (skills, memory, instructions) read 0
+until those layers exist.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
-from ctxwarden.clip.clear import CLIP_STATE_KEY, current_view
 from ctxwarden.clip.placeholders import is_cleared
 from ctxwarden.core.gauge import GaugeLevel, gauge_level
 from ctxwarden.core.meter import TokenMeter
@@ -28,8 +27,10 @@ from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.core.stamp import last_stamped, stamps
 from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import WindowUnknownError
+from ctxwarden.fold.state import is_summary
 from ctxwarden.observe.thread import aread_values, read_values, state_dir_of, thread_id_of
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
+from ctxwarden.view import model_view
 
 CATEGORIES = (
     "system prompt",
@@ -170,16 +171,16 @@ def build_report(
     meter: TokenMeter | None = None,
     model: Any = None,
     spend: Mapping[str, Mapping[str, int]] | None = None,
-    clip_state: Mapping[str, Any] | None = None,
+    values: Mapping[str, Any] | None = None,
     lifecycle: Mapping[str, Mapping[str, int]] | None = None,
 ) -> ContextReport:
     """The report for a thread's messages. `model` (a chat model) measures against another model's window.
 
-    `clip_state` is the thread's clearing boundary (`state["ctxwarden_clip"]`): categories are
-    counted on the view it leaves, cleared results showing as placeholders.
+    `values` are the thread's state values: their folds and clearing boundary give the view the
+    categories are counted on (the summary, cleared placeholders).
     """
     meter = meter or TokenMeter()
-    view = current_view(messages, clip_state, policy, meter)
+    view = model_view(messages, values, policy, meter)
     found = last_stamped(messages)
     stamp: dict[str, Any] = found[1] if found else {}
     since = messages[found[0] :] if found else messages
@@ -238,10 +239,13 @@ def build_report(
 def _count_by_role(messages: Sequence[BaseMessage], meter: TokenMeter) -> dict[str, int]:
     counts = {"user messages": 0, "assistant messages": 0, "tool results": 0, "system prompt": 0}
     counts["cleared placeholders"] = 0
+    counts["summary"] = 0
     for message in messages:
         tokens = meter.message_tokens(message)
         if is_cleared(message):
             counts["cleared placeholders"] += tokens
+        elif is_summary(message):
+            counts["summary"] += tokens
         elif isinstance(message, HumanMessage):
             counts["user messages"] += tokens
         elif isinstance(message, AIMessage):
@@ -300,7 +304,7 @@ def context_report(
         meter=meter,
         model=model,
         spend=spend,
-        clip_state=values.get(CLIP_STATE_KEY),
+        values=values,
         lifecycle=lifecycle,
     )
 
@@ -327,7 +331,7 @@ async def acontext_report(
         meter=meter,
         model=model,
         spend=spend,
-        clip_state=values.get(CLIP_STATE_KEY),
+        values=values,
         lifecycle=lifecycle,
     )
 

@@ -28,9 +28,9 @@ class UnknownThreadError(CtxwardenError, LookupError):
 
 def reader_graph(checkpointer: BaseCheckpointSaver) -> Any:
     """A graph over the agent state schema that can only read threads back."""
-    from ctxwarden.clip.clear import ClipState
+    from ctxwarden.view import ContextState
 
-    graph = StateGraph(ClipState)
+    graph = StateGraph(ContextState)
     graph.add_node("read", lambda _state: {})
     graph.add_edge(START, "read")
     graph.add_edge("read", END)

@@ -6,7 +6,9 @@ re-emits the next recorded assistant turn with its tool calls; before it does, i
 checks that the conversation it received answers the previous step (the results of
 exactly its tool calls, or a new user message), and raises `ReplayMismatchError`
 naming the step when it does not. After the last step, one closing message without
-tool calls ends the agent loop.
+tool calls ends the agent loop. Where the recording continues with a user message
+after a step that called tools (a harness's feedback, for example), the replay ends the
+turn with a message without tool calls, and the driver sends the user's message.
 
 `usage` chooses what `usage_metadata` reports: `"recorded"` (what the original
 provider billed for the original harness's context) or `"received"` (the input this
@@ -35,6 +37,7 @@ from ctxwarden.errors import ReplayMismatchError
 from ctxwarden.replay.recording import Recording
 
 CLOSING_TEXT = "The recorded session ends here."
+TURN_END_TEXT = "The recorded turn ends here; the recording continues with the user's next message."
 
 
 class ReplayChatModel(BaseChatModel):
@@ -88,9 +91,13 @@ class ReplayChatModel(BaseChatModel):
                     f"{self.recording.source}: step {index}: the recording has {len(steps)} steps and its "
                     f"closing message was already sent; the agent called the model again."
                 )
-            self._check_answers(index, messages)
-            self._position += 1
-        if index == len(steps):
+            turn_ends = index in self._turn_starts() and not isinstance(messages[-1], HumanMessage)
+            self._check_answers(index, messages, turn_ends=turn_ends)
+            if not turn_ends:
+                self._position += 1
+        if turn_ends:  # the recording went on with a user message here: end this turn, the driver sends it
+            message = AIMessage(TURN_END_TEXT, response_metadata={"replay": {"step": index, "turn_end": True}})
+        elif index == len(steps):
             message = AIMessage(CLOSING_TEXT, response_metadata={"replay": {"step": index, "closing": True}})
         else:
             message = steps[index].model_copy(deep=True)
@@ -101,16 +108,29 @@ class ReplayChatModel(BaseChatModel):
                 output_tokens=count_tokens_approximately([message]),
                 total_tokens=received + count_tokens_approximately([message]),
             )
-        elif index == len(steps):
+        elif index == len(steps) or turn_ends:
             message.usage_metadata = None
         message.response_metadata = {**message.response_metadata, "model_name": self.model_name}
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _check_answers(self, index: int, messages: Sequence[BaseMessage]) -> None:
+    def _turn_starts(self) -> set[int]:
+        """Indexes of the steps that begin the second and later turns."""
+        starts, total = set(), 0
+        for turn in self.recording.turns:
+            if total:
+                starts.add(total)
+            total += len(turn.steps)
+        return starts
+
+    def _check_answers(self, index: int, messages: Sequence[BaseMessage], *, turn_ends: bool = False) -> None:
         """The conversation must answer step `index - 1`: its tool results, or a new user message."""
         where = f"{self.recording.source}: step {index}"
         if not messages:
             raise ReplayMismatchError(f"{where}: the model was called with no messages.")
+        if index in self._turn_starts() and not turn_ends:
+            if not isinstance(messages[-1], HumanMessage):
+                raise ReplayMismatchError(f"{where}: a new turn starts here, so the user's message was expected.")
+            return
         if index == 0:
             if not isinstance(messages[-1], HumanMessage):
                 raise ReplayMismatchError(

@@ -21,6 +21,8 @@ from ctxwarden.clip.clear import ClearLayer
 from ctxwarden.core.layers import ContextLayer
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
+from ctxwarden.fold.engine import Folder
+from ctxwarden.fold.layer import FoldedView, FoldLayer
 from ctxwarden.observe.recorder import TraceRecorder
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.checkpoints import open_checkpointer
@@ -39,6 +41,7 @@ def context_middleware(
     layers: Sequence[ContextLayer] = (),
     trace: TraceRecorder | TraceStore | str | Path | None = None,
     backend: Any = None,
+    summarizer: Any = None,
 ) -> list[AgentMiddleware]:
     """The ctxwarden middlewares, in run order, for `create_deep_agent(middleware=...)`.
 
@@ -48,13 +51,16 @@ def context_middleware(
 
     `backend` is the agent's deepagents backend: large tool results are evicted to it
     (without one they are not evicted). `trace` is where events are recorded (a
-    `trace.sqlite` path, a store or a recorder); `None` records nothing. `layers` run
-    after ctxwarden's own (clearing) on every model call.
+    `trace.sqlite` path, a store or a recorder); `None` records nothing. `summarizer` is
+    the chat model that writes fold summaries (default: the model being called), or
+    `"deterministic"` to build them without a model. `layers` run after ctxwarden's own
+    (folded view, clearing, folding) on every model call.
     """
     policy = policy or DEFAULT_POLICY
     meter = meter or TokenMeter()
     recorder = trace if isinstance(trace, TraceRecorder) else TraceRecorder(trace)
-    lifecycle = [ClearLayer(policy, meter), *layers]
+    folder = Folder(policy, meter, backend, summarizer)
+    lifecycle: list[ContextLayer] = [FoldedView(), ClearLayer(policy, meter), FoldLayer(folder), *layers]
     return [ContextWindowMiddleware(policy=policy, meter=meter, layers=lifecycle, recorder=recorder, backend=backend)]
 
 
@@ -67,6 +73,7 @@ def create_context_agent(
     meter: TokenMeter | None = None,
     layers: Sequence[ContextLayer] = (),
     trace: bool | TraceRecorder | TraceStore | str | Path = True,
+    summarizer: Any = None,
     system_prompt: str | None = None,
     middleware: Sequence[AgentMiddleware] = (),
     checkpointer: Checkpointer | None = None,
@@ -91,7 +98,9 @@ def create_context_agent(
     if trace is True:
         trace = state / TRACE_FILE
     stack = [
-        *context_middleware(policy=policy, meter=meter, layers=layers, trace=trace or None, backend=backend),
+        *context_middleware(
+            policy=policy, meter=meter, layers=layers, trace=trace or None, backend=backend, summarizer=summarizer
+        ),
         *middleware,
     ]
     return create_deep_agent(

@@ -34,7 +34,6 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
 
-from ctxwarden.clip.clear import ClipState
 from ctxwarden.clip.evict import Evictor
 from ctxwarden.clip.recall import make_recall_tool
 from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
@@ -42,8 +41,10 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.core.stamp import METADATA_KEY, last_stamped
 from ctxwarden.core.window import resolve_window
-from ctxwarden.errors import is_context_overflow
+from ctxwarden.errors import ContextStillTooLargeError, is_context_overflow
+from ctxwarden.fold.compact import make_compact_tool
 from ctxwarden.observe.recorder import PendingEvent, TraceRecorder
+from ctxwarden.view import ContextState
 
 SLOT_NAME = "SummarizationMiddleware"
 """The deepagents slot this middleware replaces, so it runs before any user middleware."""
@@ -52,7 +53,7 @@ SLOT_NAME = "SummarizationMiddleware"
 class ContextWindowMiddleware(AgentMiddleware):
     """Measures every model call against the called model's window, runs the lifecycle layers, records the trace."""
 
-    state_schema = ClipState
+    state_schema = ContextState
 
     def __init__(
         self,
@@ -69,14 +70,14 @@ class ContextWindowMiddleware(AgentMiddleware):
         self.layers = tuple(layers)
         self.recorder = recorder or TraceRecorder(None)
         self.evictor = Evictor(backend, self.policy, self.meter)
-        self.tools = [make_recall_tool(backend)]
+        self.tools = [make_recall_tool(backend), make_compact_tool()]
 
     @property
     def name(self) -> str:
         """Takes deepagents' summarization slot, ahead of user middleware (see module docstring)."""
         return SLOT_NAME
 
-    def budget(self, request: ModelRequest[Any]) -> CallBudget:
+    def budget(self, request: ModelRequest[Any], *, force: bool = False) -> CallBudget:
         """Measure `request` against the window of `request.model`."""
         window = resolve_window(request.model, self.policy.window)
         measurement = self.meter.measure(
@@ -85,7 +86,20 @@ class ContextWindowMiddleware(AgentMiddleware):
             tools=request.tools,
             model=window.model,
         )
-        return CallBudget(window, measurement, self.policy)
+        return CallBudget(window, measurement, self.policy, force)
+
+    def _shape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
+        shaped = _Shaped(request, self.budget(request, force=force))
+        for layer in self.layers:
+            shaped.take(layer, layer.shape(shaped.request, shaped.budget), lambda r: self.budget(r, force=force))
+        return shaped
+
+    async def _ashape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
+        shaped = _Shaped(request, self.budget(request, force=force))
+        for layer in self.layers:
+            edit = await layer.ashape(shaped.request, shaped.budget)
+            shaped.take(layer, edit, lambda r: self.budget(r, force=force))
+        return shaped
 
     # --- model calls ------------------------------------------------------------
     def wrap_model_call(
@@ -93,15 +107,23 @@ class ContextWindowMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        shaped = _Shaped(request, self.budget(request))
-        for layer in self.layers:
-            shaped.take(layer, layer.shape(shaped.request, shaped.budget), self.budget)
+        shaped = self._shape(request)
         self.recorder.record_all(shaped.events + _before_call_events(shaped.request, shaped.budget))
         try:
             response = handler(shaped.request)
         except Exception as exc:
             self.recorder.record_all(_failed_call_events(exc, shaped.budget))
-            raise
+            if not is_context_overflow(exc):
+                raise
+            first, shaped = shaped, self._shape(request, force=True)  # one round of forced clearing and folding
+            self.recorder.record_all(shaped.events)
+            try:
+                response = handler(shaped.request)
+            except Exception as again:
+                self.recorder.record_all(_failed_call_events(again, shaped.budget))
+                if is_context_overflow(again):
+                    raise _still_too_large(first, shaped, again) from again
+                raise
         result, events = self._finish(response, shaped)
         self.recorder.record_all(events)
         return cast("ModelResponse[Any]", result)
@@ -111,15 +133,23 @@ class ContextWindowMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        shaped = _Shaped(request, self.budget(request))
-        for layer in self.layers:
-            shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), self.budget)
+        shaped = await self._ashape(request)
         await self.recorder.arecord_all(shaped.events + _before_call_events(shaped.request, shaped.budget))
         try:
             response = await handler(shaped.request)
         except Exception as exc:
             await self.recorder.arecord_all(_failed_call_events(exc, shaped.budget))
-            raise
+            if not is_context_overflow(exc):
+                raise
+            first, shaped = shaped, await self._ashape(request, force=True)  # one round of forced clearing and folding
+            await self.recorder.arecord_all(shaped.events)
+            try:
+                response = await handler(shaped.request)
+            except Exception as again:
+                await self.recorder.arecord_all(_failed_call_events(again, shaped.budget))
+                if is_context_overflow(again):
+                    raise _still_too_large(first, shaped, again) from again
+                raise
         result, events = self._finish(response, shaped)
         await self.recorder.arecord_all(events)
         return cast("ModelResponse[Any]", result)
@@ -270,6 +300,18 @@ def _before_call_events(request: ModelRequest[Any], budget: CallBudget) -> list[
             )
         )
     return events
+
+
+def _still_too_large(first: _Shaped, retry: _Shaped, error: Exception) -> ContextStillTooLargeError:
+    window = retry.budget.window
+    tried = ", ".join(retry.applied) or "nothing left to clear or fold"
+    return ContextStillTooLargeError(
+        f"{window.model} refused the call as too long twice: first at about {first.budget.used:,} tokens "
+        f"(window {window.tokens:,}); ctxwarden then cleared and folded as far as it could ({tried}) down to about "
+        f"{retry.budget.used:,} tokens and retried once, and the provider refused again ({error}). "
+        "Fix: use a model with a larger window, or pass ContextPolicy(window=...) below what the provider accepts "
+        "so ctxwarden keeps every call smaller."
+    )
 
 
 def _failed_call_events(exc: Exception, budget: CallBudget) -> list[PendingEvent]:

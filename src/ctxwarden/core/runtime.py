@@ -1,0 +1,31 @@
+"""Where a piece of work is running: the LangGraph step's thread, namespace and run.
+
+Read from the config of the step being run, so layers, recorders and file names agree
+on the thread and on which agent (the top-level one or a subagent) did the work.
+"""
+
+from __future__ import annotations
+
+
+def step_context() -> tuple[str | None, str, str | None]:
+    """`(thread_id, namespace, run_id)` of the LangGraph step running now, or `(None, "", None)` outside one.
+
+    The namespace is the checkpoint namespace without the running node itself: `""` for
+    the top-level agent, `"tools:<task id>"` inside a subagent called by a tool.
+    """
+    try:
+        from langgraph.config import get_config
+
+        config = get_config()
+    except RuntimeError:
+        return None, "", None
+    configurable = config.get("configurable") or {}
+    metadata = config.get("metadata") or {}
+    thread = configurable.get("thread_id")
+    checkpoint_ns = str(configurable.get("checkpoint_ns") or metadata.get("langgraph_checkpoint_ns") or "")
+    namespace = checkpoint_ns.rsplit("|", 1)[0] if "|" in checkpoint_ns else ""
+    run = config.get("run_id") or metadata.get("run_id")
+    return (str(thread) if thread is not None else None), namespace, (str(run) if run is not None else None)
+
+
+__all__ = ["step_context"]

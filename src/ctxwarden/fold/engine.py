@@ -1,0 +1,239 @@
+"""One fold, start to finish: plan the cut, write the history, summarize, build the new view.
+
+Shared by the automatic fold (a layer, on every call past the threshold) and `compact()`
+(on demand). Planning and finishing are pure; only writing the history file and asking
+the summarizer touch the outside, in sync and async twins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from ctxwarden.core.layers import PendingEvent
+from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.core.window import model_name, resolve_window
+from ctxwarden.errors import WindowUnknownError
+from ctxwarden.fold.cut import choose_cut
+from ctxwarden.fold.history import aappend_section, append_section, history_path
+from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, summary_message
+from ctxwarden.fold.summarize import Summary, amodel_summary, deterministic_summary, model_summary, prompt_for
+from ctxwarden.fold.transcript import history_section
+
+DETERMINISTIC = "deterministic"
+"""Pass as the summarizer to build summaries without a model."""
+
+
+@dataclass(frozen=True, slots=True)
+class FoldInput:
+    """What one fold starts from."""
+
+    view: Sequence[BaseMessage]
+    """What the model would receive now (earlier folds and clearing applied)."""
+    thread: Sequence[BaseMessage]
+    """The checkpointed messages, whole: the history file gets these."""
+    folds: Folds
+    window: int
+    fixed_tokens: int
+    """System prompt and tool schemas (raw count)."""
+    factor: float
+    tokens_before: int
+    thread_id: str | None
+    namespace: str
+    fallback_model: Any = None
+    """The model to summarize with when no summarizer was configured (the agent's)."""
+    instructions: str | None = None
+    forced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FoldPlan:
+    number: int
+    cut: int
+    folded: list[BaseMessage]
+    folded_raw: list[BaseMessage]
+    path: str
+    section: str
+    summarizer: Any
+    prompt: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FoldOutcome:
+    """The new view, the private state to persist, and what to record."""
+
+    view: list[BaseMessage]
+    state: dict[str, Any] | None
+    events: list[PendingEvent]
+    record: FoldRecord | None
+
+
+class Folder:
+    """Folds older turns into one cumulative, structured summary."""
+
+    def __init__(self, policy: ContextPolicy, meter: TokenMeter, backend: Any, summarizer: Any = None) -> None:
+        self.policy, self.meter, self.backend, self.summarizer = policy, meter, backend, summarizer
+
+    def plan(self, given: FoldInput) -> FoldPlan | None:
+        keep = 0 if given.forced else int(given.window * self.policy.fold_keep_share)
+        cut = choose_cut(given.view, self.meter, keep)
+        if cut is None:
+            return None
+        start = 1 if given.view and is_summary(given.view[0]) else 0
+        folded = list(given.view[start:cut])
+        by_id = {m.id: m for m in given.thread}
+        folded_raw = [by_id.get(m.id, m) for m in folded]
+        number = (given.folds.last.number + 1) if given.folds.last else 1
+        summarizer = self.summarizer if self.summarizer is not None else given.fallback_model
+        prompt = None
+        if summarizer is not None and summarizer != DETERMINISTIC:
+            previous = given.folds.last.summary if given.folds.last else None
+            prompt = self._bounded_prompt(summarizer, previous, folded, given)
+        return FoldPlan(
+            number=number,
+            cut=cut,
+            folded=folded,
+            folded_raw=folded_raw,
+            path=history_path(given.thread_id, given.namespace),
+            section=history_section(number, given.thread_id, folded_raw),
+            summarizer=summarizer,
+            prompt=prompt,
+        )
+
+    def fold(self, given: FoldInput) -> FoldOutcome | None:
+        plan = self.plan(given)
+        if plan is None:
+            return None
+        error = append_section(self.backend, plan.path, plan.number, plan.section)
+        if error is not None and not given.forced:
+            return self._write_failed(plan, error)
+        summary = self._summarize(plan, given)
+        return self._finish(plan, given, summary, error)
+
+    async def afold(self, given: FoldInput) -> FoldOutcome | None:
+        plan = self.plan(given)
+        if plan is None:
+            return None
+        error = await aappend_section(self.backend, plan.path, plan.number, plan.section)
+        if error is not None and not given.forced:
+            return self._write_failed(plan, error)
+        summary = await self._asummarize(plan, given)
+        return self._finish(plan, given, summary, error)
+
+    # --- summaries --------------------------------------------------------------
+    def _summarize(self, plan: FoldPlan, given: FoldInput) -> Summary:
+        if plan.prompt is None:
+            return self._deterministic(plan, given, fallback=False)
+        try:
+            return model_summary(plan.summarizer, plan.prompt, retries=self.policy.summarizer_retries)
+        except Exception as exc:  # the run goes on with the deterministic summary
+            return self._deterministic(plan, given, fallback=True, error=f"{type(exc).__name__}: {exc}")
+
+    async def _asummarize(self, plan: FoldPlan, given: FoldInput) -> Summary:
+        if plan.prompt is None:
+            return self._deterministic(plan, given, fallback=False)
+        try:
+            return await amodel_summary(plan.summarizer, plan.prompt, retries=self.policy.summarizer_retries)
+        except Exception as exc:  # the run goes on with the deterministic summary
+            return self._deterministic(plan, given, fallback=True, error=f"{type(exc).__name__}: {exc}")
+
+    def _deterministic(self, plan: FoldPlan, given: FoldInput, *, fallback: bool, error: str | None = None) -> Summary:
+        previous = given.folds.last.summary if given.folds.last else None
+        return Summary(deterministic_summary(previous, plan.folded_raw), DETERMINISTIC, fallback, error)
+
+    def _bounded_prompt(
+        self, summarizer: Any, previous: str | None, folded: list[BaseMessage], given: FoldInput
+    ) -> str:
+        """The summarizer prompt, cut per message until it fits half of the summarizer's own window."""
+        try:
+            budget = resolve_window(summarizer).tokens // 2
+        except WindowUnknownError:
+            budget = given.window // 2
+        words = max(150, min(1_000, int(given.window * self.policy.fold_keep_share * 0.6)))
+        per_message = 6_000
+        while True:
+            prompt = prompt_for(
+                previous, folded, budget_words=words, focus=given.instructions, max_chars_per_message=per_message
+            )
+            if self.meter.counter(prompt) <= budget or per_message <= 200:
+                return prompt
+            per_message //= 2
+
+    # --- outcomes ---------------------------------------------------------------
+    def _finish(self, plan: FoldPlan, given: FoldInput, summary: Summary, write_error: str | None) -> FoldOutcome:
+        provisional = FoldRecord(
+            plan.number,
+            str(plan.folded[-1].id),
+            summary.text,
+            None if write_error else plan.path,
+            given.tokens_before,
+            0,
+            summary.summarizer,
+            summary.fallback,
+        )
+        view = [summary_message(provisional), *given.view[plan.cut :]]
+        after = round((given.fixed_tokens + self.meter.messages_tokens(view)) * given.factor)
+        record = FoldRecord(
+            provisional.number,
+            provisional.upto,
+            provisional.summary,
+            provisional.path,
+            given.tokens_before,
+            after,
+            provisional.summarizer,
+            provisional.fallback,
+        )
+        view[0] = summary_message(record)
+        saved = given.tokens_before - after
+        hold = None
+        if saved < self.policy.fold_min_saving * given.tokens_before:
+            hold = after + int(self.policy.fold_regrow_share * given.window)
+        folds = Folds((*given.folds.records, record), hold_until=hold, requested=None)
+        summary_tokens = self.meter.message_tokens(view[0])
+        payload = {
+            "ok": True,
+            "fold": record.number,
+            "tokens_before": given.tokens_before,
+            "tokens_after": after,
+            "freed": saved,
+            "path": record.path,
+            "summarizer": summary.summarizer,
+            "fallback": summary.fallback,
+            "error": summary.error or write_error,
+            "folded_messages": len(plan.folded),
+            "summary_tokens": summary_tokens,
+            "forced": given.forced,
+            "instructions": given.instructions,
+            "hold_until": hold,
+        }
+        events: list[PendingEvent] = [("context_compaction", payload, None)]
+        if summary.usage or summary.summarizer != DETERMINISTIC:
+            events.append(("model_usage", _summarizer_usage(summary, plan, self.meter), summary.summarizer))
+        return FoldOutcome(view, {FOLD_STATE_KEY: folds.to_state()}, events, record)
+
+    @staticmethod
+    def _write_failed(plan: FoldPlan, error: str) -> FoldOutcome:
+        payload = {"ok": False, "fold": plan.number, "path": plan.path, "error": error}
+        return FoldOutcome([], None, [("context_compaction", payload, None)], None)
+
+
+def _summarizer_usage(summary: Summary, plan: FoldPlan, meter: TokenMeter) -> Mapping[str, Any]:
+    usage = summary.usage or {}
+    estimated = not usage.get("input_tokens")
+    raw_details = usage.get("input_token_details")
+    details: dict[str, Any] = raw_details if isinstance(raw_details, dict) else {}
+    return {
+        "role": "summarizer",
+        "input_tokens": usage.get("input_tokens") or meter.counter(plan.prompt or ""),
+        "output_tokens": usage.get("output_tokens") or meter.counter(summary.text),
+        "cached_input_tokens": (details.get("cache_read") or 0) if isinstance(details, dict) else 0,
+        "estimated": estimated,
+        "model": model_name(plan.summarizer) if plan.summarizer not in (None, DETERMINISTIC) else DETERMINISTIC,
+    }
+
+
+__all__ = ["DETERMINISTIC", "FoldInput", "FoldOutcome", "Folder"]

@@ -1,0 +1,160 @@
+"""The fold record kept in private state, and the view it gives.
+
+A fold is recorded by message id — the id of the last message it folded — never by
+list position, so it stays right when a checkpoint is reloaded or messages are added.
+Folds are cumulative: the newest record's summary covers everything up to its
+`upto` message, and the view of every later call is that one summary followed by the
+messages after it. The summary message is built once per fold and reused, so the
+prefix stays byte-identical from call to call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware.types import AgentState, PrivateStateAttr
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from ctxwarden.core.stamp import METADATA_KEY
+
+FOLD_STATE_KEY = "ctxwarden_fold"
+SUMMARY_SOURCE = "summarization"
+"""`additional_kwargs["lc_source"]` of a summary message, as deepagents and langchain mark theirs."""
+
+
+class FoldState(AgentState):
+    """Folds done on the thread, the anti-thrash hold, and a pending `/compact` request."""
+
+    ctxwarden_fold: Annotated[NotRequired[dict[str, Any]], PrivateStateAttr]
+
+
+@dataclass(frozen=True, slots=True)
+class FoldRecord:
+    """One fold: what it covers, its summary, and where the folded turns were written."""
+
+    number: int
+    upto: str
+    """Id of the last message folded (everything up to it is covered, cumulatively)."""
+    summary: str
+    path: str | None
+    tokens_before: int
+    tokens_after: int
+    summarizer: str
+    fallback: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "upto": self.upto,
+            "summary": self.summary,
+            "path": self.path,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "summarizer": self.summarizer,
+            "fallback": self.fallback,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> FoldRecord:
+        return cls(
+            number=int(raw["number"]),
+            upto=str(raw["upto"]),
+            summary=str(raw["summary"]),
+            path=raw.get("path"),
+            tokens_before=int(raw.get("tokens_before", 0)),
+            tokens_after=int(raw.get("tokens_after", 0)),
+            summarizer=str(raw.get("summarizer", "")),
+            fallback=bool(raw.get("fallback", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Folds:
+    """Every fold of a thread, plus the hold and a pending compaction request."""
+
+    records: tuple[FoldRecord, ...] = ()
+    hold_until: int | None = None
+    """After an unproductive fold: no new automatic fold below this many tokens."""
+    requested: Mapping[str, Any] | None = None
+    """A `/compact` asked for by the agent's tool: `{"instructions": ...}`."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def last(self) -> FoldRecord | None:
+        return self.records[-1] if self.records else None
+
+    @classmethod
+    def from_state(cls, state: Any) -> Folds:
+        raw = state.get(FOLD_STATE_KEY) if isinstance(state, Mapping) else None
+        if not isinstance(raw, Mapping):
+            return cls()
+        records = tuple(FoldRecord.from_dict(r) for r in raw.get("records") or ())
+        return cls(records, raw.get("hold_until"), raw.get("requested"))
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "records": [r.to_dict() for r in self.records],
+            "hold_until": self.hold_until,
+            "requested": dict(self.requested) if self.requested else None,
+        }
+
+
+_SUMMARY_CACHE: dict[tuple[int, str, str | None, str], HumanMessage] = {}
+
+
+def summary_message(record: FoldRecord) -> HumanMessage:
+    """The message that stands for everything the fold covers (the same object for the same fold)."""
+    key = (record.number, record.upto, record.path, record.summary)
+    cached = _SUMMARY_CACHE.get(key)
+    if cached is not None:
+        return cached
+    content = (
+        f"[ctxwarden: the conversation before this point was folded into this summary (fold {record.number}).]\n\n"
+        f"{record.summary}{_footer(record)}"
+    )
+    message = HumanMessage(
+        content=content,
+        id=f"ctxwarden-fold-{record.number}-{record.upto}",
+        additional_kwargs={"lc_source": SUMMARY_SOURCE, METADATA_KEY: {"fold": record.number}},
+    )
+    if len(_SUMMARY_CACHE) > 1_000:
+        _SUMMARY_CACHE.clear()
+    _SUMMARY_CACHE[key] = message
+    return message
+
+
+def _footer(record: FoldRecord) -> str:
+    if not record.path:
+        return ""
+    return (
+        f"\n\nThe folded turns are in {record.path} (section 'fold {record.number}' and earlier); "
+        f"read them with read_file, or get one tool result back with recall(call_id=...)."
+    )
+
+
+def is_summary(message: BaseMessage) -> bool:
+    return isinstance(message, HumanMessage) and message.additional_kwargs.get("lc_source") == SUMMARY_SOURCE
+
+
+def folded_view(messages: Sequence[BaseMessage], folds: Folds) -> list[BaseMessage]:
+    """The latest summary followed by the messages after the fold's last one; `messages` when nothing is folded."""
+    last = folds.last
+    if last is None:
+        return list(messages)
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].id == last.upto:
+            return [summary_message(last), *messages[index + 1 :]]
+    return list(messages)  # the folded message is gone (an edited thread): show everything rather than guess
+
+
+__all__ = [
+    "FOLD_STATE_KEY",
+    "FoldRecord",
+    "FoldState",
+    "Folds",
+    "folded_view",
+    "is_summary",
+    "summary_message",
+]

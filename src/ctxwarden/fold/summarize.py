@@ -1,0 +1,226 @@
+"""Summaries with fixed sections: from a summarizer model, or built deterministically from the turns.
+
+Every summary has the same sections, so a fold never drops what the next turn needs
+and the next fold can extend it: the summarizer gets the previous summary plus the
+turns since. The model summarizer is retried once; when it fails (or none is
+available) the deterministic summarizer builds the same sections from the messages
+themselves, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from ctxwarden.clip.evict import text_of
+from ctxwarden.core.window import model_name
+from ctxwarden.fold.state import is_summary
+from ctxwarden.fold.transcript import transcript
+
+SECTIONS = (
+    "Session intent",
+    "User constraints and preferences",
+    "Key decisions",
+    "Artifacts",
+    "Errors seen",
+    "Current state",
+    "Next steps",
+)
+
+PROMPT = """You are compacting the working memory of an AI agent. Write a summary that lets the agent \
+continue the task without the conversation below. Use exactly these markdown sections, in this order:
+
+## Session intent
+What the user wants overall, in one or two sentences.
+## User constraints and preferences
+Every constraint, preference or instruction the user gave, quoted verbatim.
+## Key decisions
+Decisions taken and why, including approaches ruled out.
+## Artifacts
+Real file paths, commands, functions and other symbols involved, exactly as written.
+## Errors seen
+Errors and failures met, and whether each is fixed, open or worked around.
+## Current state
+Where the work stands now.
+## Next steps
+What the agent was about to do next.
+
+Keep it under {budget} words. Extend the previous summary rather than restarting it: keep what still holds.
+{focus}
+<previous_summary>
+{previous}
+</previous_summary>
+
+<conversation>
+{conversation}
+</conversation>"""
+
+PATH = re.compile(
+    r"(?<![\w/.-])((?:/|\./|\.\./)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}|[\w-]+\.(?:py|md|txt|json|toml|yaml|yml|cfg|ini|sql|js|ts|rs|go|c|h|cpp|java|sh))\b"
+)
+ERROR_LINE = re.compile(r"(Traceback|Error|Exception|FAILED|error:|failed)", re.IGNORECASE)
+LINE_CAP = 240
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A summary and how it was made."""
+
+    text: str
+    summarizer: str
+    fallback: bool
+    error: str | None = None
+    usage: dict[str, int] | None = None
+
+
+def prompt_for(
+    previous: str | None,
+    messages: Sequence[BaseMessage],
+    *,
+    budget_words: int,
+    focus: str | None,
+    max_chars_per_message: int,
+) -> str:
+    """The single user message the summarizer model receives."""
+    return PROMPT.format(
+        budget=budget_words,
+        focus=f"Focus especially on: {focus}\n" if focus else "",
+        previous=previous or "(none: this is the first fold)",
+        conversation=transcript(messages, max_chars_per_message=max_chars_per_message),
+    )
+
+
+def model_summary(model: Any, prompt: str, *, retries: int) -> Summary:
+    """Ask `model`, retrying `retries` times; raises the last error when every try failed."""
+    error: Exception | None = None
+    for _attempt in range(retries + 1):
+        try:
+            reply = model.invoke([HumanMessage(prompt)])
+            return _from_reply(model, reply)
+        except Exception as exc:  # any provider failure falls back, after the retries
+            error = exc
+    assert error is not None
+    raise error
+
+
+async def amodel_summary(model: Any, prompt: str, *, retries: int) -> Summary:
+    error: Exception | None = None
+    for _attempt in range(retries + 1):
+        try:
+            reply = await model.ainvoke([HumanMessage(prompt)])
+            return _from_reply(model, reply)
+        except Exception as exc:  # any provider failure falls back, after the retries
+            error = exc
+    assert error is not None
+    raise error
+
+
+def _from_reply(model: Any, reply: Any) -> Summary:
+    text = (
+        reply.content
+        if isinstance(reply.content, str)
+        else "\n".join(str(b.get("text", "")) for b in reply.content if isinstance(b, dict))
+    )
+    if not text.strip():
+        raise ValueError("the summarizer returned an empty summary")
+    usage = dict(reply.usage_metadata) if getattr(reply, "usage_metadata", None) else None
+    return Summary(text.strip(), model_name(model), fallback=False, usage=usage)
+
+
+def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage], *, max_lines: int = 12) -> str:
+    """The same sections, built from the turns themselves (no model): it cannot fail."""
+    sections: OrderedDict[str, list[str]] = OrderedDict((name, []) for name in SECTIONS)
+    for name, lines in _parse(previous).items():
+        sections[name].extend(lines)
+    users = [m for m in messages if isinstance(m, HumanMessage) and not is_summary(m)]
+    if users and not sections["Session intent"]:
+        sections["Session intent"].append(_cap(_plain(users[0].content)))
+    for message in users:
+        sections["User constraints and preferences"].append(f'"{_cap(_plain(message.content), 600)}"')
+    outcomes = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    said = [m for m in messages if isinstance(m, AIMessage) and _plain(m.content).strip()]
+    for reply in said[-4:]:
+        sections["Key decisions"].append(_cap(_plain(reply.content)))
+    artifacts: OrderedDict[str, None] = OrderedDict()
+    for item in messages:
+        if isinstance(item, AIMessage):
+            for call in item.tool_calls:
+                result = outcomes.get(str(call.get("id")))
+                outcome = _outcome(result)
+                args = call.get("args") or {}
+                command = args.get("command") or args.get("file_path") or args.get("path") or ""
+                label = f"{call.get('name')}({_cap(str(command), 160)})" if command else f"{call.get('name')}()"
+                artifacts[f"{label} -> {outcome}"] = None
+                for path in PATH.findall(str(args)):
+                    artifacts[f"file {path}"] = None
+        if isinstance(item, ToolMessage):
+            text = text_of(item)
+            error = next((line.strip() for line in text.splitlines() if ERROR_LINE.search(line)), None)
+            if error:
+                sections["Errors seen"].append(
+                    f"call {item.tool_call_id}: {_cap(error)} (seen; see later calls for the fix)"
+                )
+    sections["Artifacts"].extend(artifacts)
+    if said:
+        sections["Current state"] = [_cap(_plain(said[-1].content), 600)]
+        sections["Next steps"] = [_cap(_plain(said[-1].content), 600)]
+    elif messages:
+        sections["Current state"] = [f"last action: {_cap(_plain(messages[-1].content))}"]
+    out = []
+    for name, lines in sections.items():
+        unique = list(OrderedDict.fromkeys(line for line in lines if line))
+        shown = unique[:2] + unique[-(max_lines - 2) :] if len(unique) > max_lines else unique
+        body = "\n".join(f"- {line}" for line in shown) if shown else "- (none recorded)"
+        if len(unique) > max_lines:
+            body += f"\n- … {len(unique) - max_lines} more in the history file"
+        out.append(f"## {name}\n{body}")
+    return "\n".join(out)
+
+
+def _outcome(result: ToolMessage | None) -> str:
+    if result is None:
+        return "no result"
+    text = text_of(result)
+    if result.status == "error":
+        return f"error: {_cap(text, 120)}"
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    return f"{len(text):,} chars: {_cap(first, 120)}" if first else "empty"
+
+
+def _parse(summary: str | None) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    if not summary:
+        return found
+    current: str | None = None
+    for line in summary.splitlines():
+        heading = line.strip().lstrip("#").strip()
+        if line.startswith("## ") and heading in SECTIONS:
+            current = heading
+            found.setdefault(current, [])
+        elif (
+            current
+            and line.startswith("- ")
+            and line[2:].strip() not in {"(none recorded)"}
+            and not line.startswith("- … ")
+        ):
+            found[current].append(line[2:].strip())
+    return found
+
+
+def _plain(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+
+
+def _cap(text: str, limit: int = LINE_CAP) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+__all__ = ["PROMPT", "SECTIONS", "Summary", "amodel_summary", "deterministic_summary", "model_summary", "prompt_for"]

@@ -1,0 +1,67 @@
+"""Turning messages into text: the flat transcript a summarizer reads, and the history file's sections.
+
+The summarizer gets one user message holding a flat transcript, never the replayed
+chat roles: given a conversation to continue, chat models continue it instead of
+summarizing it. The history file gets the folded turns in full, under a heading
+that names the fold, so a retry can tell it already wrote them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxwarden.clip.evict import text_of
+
+ROLE = {HumanMessage: "USER", AIMessage: "ASSISTANT", ToolMessage: "TOOL RESULT", SystemMessage: "SYSTEM"}
+
+
+def _text(message: BaseMessage) -> str:
+    if isinstance(message, ToolMessage):
+        return text_of(message)
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content)
+
+
+def render(message: BaseMessage, *, max_chars: int | None = None) -> str:
+    """One message as a transcript entry (`max_chars` cuts long content in the middle)."""
+    role = next((name for cls, name in ROLE.items() if isinstance(message, cls)), message.type.upper())
+    text = _text(message)
+    if max_chars is not None and len(text) > max_chars:
+        half = max_chars // 2
+        text = f"{text[:half]}\n… [{len(text) - max_chars:,} chars cut] …\n{text[-half:]}"
+    parts = []
+    if isinstance(message, ToolMessage):
+        role = f"{role} ({message.name or 'tool'}, call {message.tool_call_id})"
+    if text.strip():
+        parts.append(text)
+    if isinstance(message, AIMessage):
+        for call in message.tool_calls:
+            args = json.dumps(call.get("args", {}), ensure_ascii=False)
+            if max_chars is not None and len(args) > max_chars:
+                args = args[: max_chars // 2] + f" … [{len(args) - max_chars // 2:,} chars cut]"
+            parts.append(f"-> calls {call.get('name')} (call {call.get('id')}): {args}")
+    return f"[{role}]\n" + "\n".join(parts)
+
+
+def transcript(messages: Sequence[BaseMessage], *, max_chars_per_message: int | None = None) -> str:
+    """The messages as one flat text."""
+    return "\n\n".join(render(m, max_chars=max_chars_per_message) for m in messages)
+
+
+def history_section(number: int, thread: str | None, messages: Sequence[BaseMessage]) -> str:
+    """The markdown section a fold appends to the thread's history file (full text, nothing cut)."""
+    first, last = messages[0].id, messages[-1].id
+    return f"\n\n## fold {number}\n\n<!-- thread {thread}; messages {first} .. {last} -->\n\n{transcript(messages)}\n"
+
+
+def section_marker(number: int) -> str:
+    """The heading that tells a retry this fold's section is already in the file."""
+    return f"\n## fold {number}\n"
+
+
+__all__ = ["history_section", "render", "section_marker", "transcript"]

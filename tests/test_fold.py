@@ -1,0 +1,354 @@
+"""Folding at 85% after clearing: turn-aligned, offloaded first, cumulative, structured, never fatal."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deepagents.backends import FilesystemBackend
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, ModelRequest
+from langchain_core.exceptions import ContextOverflowError
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import PrivateAttr
+
+from ctxwarden import ContextPolicy, ContextStillTooLargeError, context_middleware, create_context_agent
+from ctxwarden.fold import DETERMINISTIC, FOLD_STATE_KEY, SECTIONS, Folds, compact, deterministic_summary, is_summary
+from ctxwarden.observe import TraceStore, context_report
+from ctxwarden.replay import ScriptedChatModel, scripted_model
+
+WINDOW = 4_000
+THOUGHT = "Let me think about the parser carefully. " * 40  # ~400 tokens of assistant text: clearing cannot touch it
+
+
+@tool
+def fetch(page: int) -> str:
+    """Fetch a page."""
+    return f"page {page}: " + "data " * 150
+
+
+class Views(AgentMiddleware):
+    def __init__(self) -> None:
+        super().__init__()
+        self.views: list[list[Any]] = []
+
+    def wrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
+        self.views.append(list(request.messages))
+        return handler(request)
+
+    async def awrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
+        self.views.append(list(request.messages))
+        return await handler(request)
+
+
+class Summarizer(ScriptedChatModel):
+    """A summarizer model that answers every call with the same summary and counts the calls."""
+
+    _calls: list[str] = PrivateAttr(default_factory=list)
+
+    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self._calls.append(str(messages[-1].content))
+        from langchain_core.outputs import ChatGeneration, ChatResult
+
+        text = "\n".join(f"## {name}\n- from the model" for name in SECTIONS)
+        reply = AIMessage(text, usage_metadata={"input_tokens": 900, "output_tokens": 80, "total_tokens": 980})
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+class BrokenSummarizer(ScriptedChatModel):
+    _calls: int = PrivateAttr(default=0)
+
+    def _generate(self, *args: Any, **kwargs: Any) -> Any:
+        self._calls += 1
+        raise TimeoutError("the summarizer timed out")
+
+
+def _steps(n: int, start: int = 0) -> list[AIMessage]:
+    return [
+        AIMessage(THOUGHT, tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"f{i}"}])
+        for i in range(start, start + n)
+    ]
+
+
+def _agent(tmp_path: Path, replies: list, *, summarizer: Any = DETERMINISTIC, policy: ContextPolicy | None = None):
+    views = Views()
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    middleware = context_middleware(
+        policy=policy, trace=tmp_path / "trace.sqlite", backend=backend, summarizer=summarizer
+    )
+    model = scripted_model(replies, window=WINDOW, name="agent-model")
+    agent = create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=InMemorySaver())
+    return agent, views
+
+
+def _compactions(tmp_path: Path) -> list:
+    return TraceStore(tmp_path / "trace.sqlite").events(kind="context_compaction")
+
+
+def test_a_fold_keeps_every_call_under_the_window_and_writes_the_history_first(tmp_path: Path) -> None:
+    agent, views = _agent(tmp_path, [*_steps(14), AIMessage("done")])
+    config = {"configurable": {"thread_id": "fold"}}
+    out = agent.invoke({"messages": [HumanMessage("Fix the parser. Never touch tests/legacy.")]}, config)
+
+    stamps = [m.response_metadata["ctxwarden"] for m in out["messages"] if isinstance(m, AIMessage)]
+    assert max(s["input_tokens"] for s in stamps) <= WINDOW
+    folds = [e for e in _compactions(tmp_path) if e.payload["ok"]]
+    assert folds
+    first = folds[0].payload
+    assert first["tokens_before"] > 0.85 * WINDOW
+    assert first["tokens_after"] < first["tokens_before"]
+    assert first["path"] == "/conversation_history/fold.md"
+    assert first["summarizer"] == DETERMINISTIC
+    assert first["fallback"] is False
+
+    history = (tmp_path / "conversation_history" / "fold.md").read_text(encoding="utf-8")
+    assert history.count("\n## fold 1\n") == 1
+    assert "Never touch tests/legacy." in history  # the folded turns, in full
+    assert "page 0: data data" in history
+
+    # the view: one summary first, naming the history file, then whole steps (no orphaned tool result)
+    view = views.views[-1]
+    assert is_summary(view[0])
+    assert "/conversation_history/fold.md" in view[0].content
+    assert not isinstance(view[1], ToolMessage)
+    shown_calls = {c["id"] for m in view if isinstance(m, AIMessage) for c in m.tool_calls}
+    assert all(m.tool_call_id in shown_calls for m in view if isinstance(m, ToolMessage))
+    # the checkpointed thread keeps every raw message; the fold is private state, by message id
+    assert len(out["messages"]) == 1 + 2 * 14 + 1
+    state = agent.get_state(config).values[FOLD_STATE_KEY]
+    upto = state["records"][-1]["upto"]
+    assert upto in {m.id for m in out["messages"]}
+
+
+def test_the_summary_has_the_fixed_sections_and_keeps_user_words_verbatim(tmp_path: Path) -> None:
+    agent, views = _agent(tmp_path, [*_steps(14), AIMessage("done")])
+    agent.invoke(
+        {"messages": [HumanMessage("Fix the parser. Never touch tests/legacy.")]}, {"configurable": {"thread_id": "s"}}
+    )
+    summary = next(m for v in views.views for m in v if is_summary(m)).content
+    for name in SECTIONS:
+        assert f"## {name}" in summary
+    assert '"Fix the parser. Never touch tests/legacy."' in summary
+    assert "fetch(" in summary  # tool calls with their outcome
+
+
+def test_folds_are_cumulative_with_a_summarizer_model(tmp_path: Path) -> None:
+    summarizer = Summarizer(messages=iter([]), profile={"max_input_tokens": 100_000}, name="summarizer")
+    agent, _views = _agent(tmp_path, [*_steps(30), AIMessage("done")], summarizer=summarizer)
+    agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "cumulative"}})
+    folds = [e for e in _compactions(tmp_path) if e.payload["ok"]]
+    assert len(folds) >= 2
+    assert len(summarizer._calls) == len(folds)
+    # one flat transcript inside a single user message; the second gets the first summary
+    assert "<conversation>" in summarizer._calls[0]
+    assert "[ASSISTANT]" in summarizer._calls[0]
+    assert "(none: this is the first fold)" in summarizer._calls[0]
+    assert "- from the model" in summarizer._calls[1].split("<conversation>")[0]
+    usage = TraceStore(tmp_path / "trace.sqlite").events(kind="model_usage")
+    spent = [e for e in usage if e.payload["role"] == "summarizer"]
+    assert len(spent) == len(folds)
+    assert spent[0].payload["input_tokens"] == 900
+    assert spent[0].model == "summarizer"
+    # the history gets one section per fold
+    history = (tmp_path / "conversation_history" / "cumulative.md").read_text(encoding="utf-8")
+    assert [f"\n## fold {n}\n" in history for n in (1, 2)] == [True, True]
+
+
+def test_a_failing_summarizer_falls_back_and_the_run_goes_on(tmp_path: Path) -> None:
+    broken = BrokenSummarizer(messages=iter([]), profile={"max_input_tokens": 100_000})
+    agent, _views = _agent(tmp_path, [*_steps(14), AIMessage("done")], summarizer=broken)
+    out = agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "broken"}})
+    assert out["messages"][-1].content == "done"
+    fold = next(e for e in _compactions(tmp_path) if e.payload["ok"]).payload
+    assert fold["fallback"] is True
+    assert fold["summarizer"] == DETERMINISTIC
+    assert "TimeoutError: the summarizer timed out" in fold["error"]
+    assert broken._calls >= 2  # tried, retried once, then fell back
+    assert broken._calls % 2 == 0
+
+
+async def test_async_runs_fold_the_same_way(tmp_path: Path) -> None:
+    sync_agent, sync_views = _agent(tmp_path / "s", [*_steps(14), AIMessage("done")])
+    sync_agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t"}})
+    async_agent, async_views = _agent(tmp_path / "a", [*_steps(14), AIMessage("done")])
+    await async_agent.ainvoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t"}})
+    assert [[m.content for m in v] for v in async_views.views] == [[m.content for m in v] for v in sync_views.views]
+
+
+def test_a_fold_that_saves_little_holds_off_until_the_thread_grows(tmp_path: Path) -> None:
+    class Verbose(Summarizer):
+        def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+            from langchain_core.outputs import ChatGeneration, ChatResult
+
+            self._calls.append("x")
+            return ChatResult(
+                generations=[ChatGeneration(message=AIMessage("## Session intent\n- " + "long " * 2_400))]
+            )
+
+    verbose = Verbose(messages=iter([]), profile={"max_input_tokens": 100_000})
+    agent, _views = _agent(tmp_path, [*_steps(12), AIMessage("done")], summarizer=verbose)
+    agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "thrash"}})
+    folds = [e.payload for e in _compactions(tmp_path) if e.payload["ok"]]
+    assert folds[0]["hold_until"] is not None  # the summary was as long as what it replaced
+    assert folds[0]["freed"] < 0.10 * folds[0]["tokens_before"]
+    # every later fold happened only once the thread had grown past the hold (or would not fit otherwise)
+    for before, after in itertools.pairwise(folds):
+        if before["hold_until"] is not None:
+            assert after["tokens_before"] >= before["hold_until"] or after["tokens_before"] > WINDOW
+    assert len(folds) <= 3
+
+
+def test_the_deterministic_summary_extends_the_previous_one() -> None:
+    first = deterministic_summary(None, [HumanMessage("Use Python 3.11 only."), *_steps(1)])
+    second = deterministic_summary(first, [AIMessage("Switching to the tokenizer now.")])
+    assert '"Use Python 3.11 only."' in second
+    assert "Switching to the tokenizer now." in second
+    assert second.count("## Session intent") == 1
+
+
+class Overflowing(ScriptedChatModel):
+    """A provider that refuses requests over `limit` tokens (counted roughly) with a context-overflow error."""
+
+    limit: int = 3_000
+    _sizes: list[int] = PrivateAttr(default_factory=list)
+
+    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        size = sum(len(str(m.content)) for m in messages) // 4
+        self._sizes.append(size)
+        if size > self.limit:
+            raise ContextOverflowError(f"prompt is too long: {size} tokens > {self.limit} maximum")
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def test_a_provider_overflow_clears_and_folds_once_then_retries(tmp_path: Path) -> None:
+    model = Overflowing(
+        messages=iter([*_steps(8), AIMessage("done")]), profile={"max_input_tokens": 100_000}, limit=2_500
+    )
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    middleware = context_middleware(trace=tmp_path / "trace.sqlite", backend=backend, summarizer=DETERMINISTIC)
+    agent = create_agent(model, [fetch], middleware=middleware, checkpointer=InMemorySaver())
+    out = agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "overflow"}})
+    assert out["messages"][-1].content == "done"
+    refused = [s for s in model._sizes if s > 2_500]
+    assert refused  # the window claimed 100k, the provider accepted far less
+    forced = [e.payload for e in _compactions(tmp_path) if e.payload.get("forced")]
+    assert forced
+    overflow = TraceStore(tmp_path / "trace.sqlite").events(kind="context_overflow")
+    assert {e.payload["stage"] for e in overflow} == {"provider"}
+
+
+def test_an_overflow_that_survives_the_retry_says_what_was_tried(tmp_path: Path) -> None:
+    model = Overflowing(messages=iter([AIMessage("never")]), profile={"max_input_tokens": 100_000}, limit=10)
+    agent = create_agent(model, [fetch], middleware=context_middleware(summarizer=DETERMINISTIC))
+    with pytest.raises(ContextStillTooLargeError) as caught:
+        agent.invoke({"messages": [HumanMessage("a question " * 200)]})
+    message = str(caught.value)
+    assert "refused the call as too long twice" in message
+    assert "retried once" in message
+    assert "Fix:" in message
+
+
+def test_switching_to_a_smaller_window_folds_before_the_call(tmp_path: Path) -> None:
+    config = {"configurable": {"thread_id": "switch"}}
+    big = create_context_agent(
+        scripted_model([*_steps(16), AIMessage("big done")], window=200_000, name="big"),
+        [fetch],
+        state_dir=tmp_path,
+        summarizer=DETERMINISTIC,
+    )
+    big.invoke({"messages": [HumanMessage("go")]}, config)
+    big.checkpointer.conn.close()
+    small = create_context_agent(
+        scripted_model(["small done"], window=8_000, name="small"),
+        [fetch],
+        state_dir=tmp_path,
+        summarizer=DETERMINISTIC,
+    )
+    out = small.invoke({"messages": [HumanMessage("continue")]}, config)
+    small.checkpointer.conn.close()
+    last = out["messages"][-1].response_metadata["ctxwarden"]
+    assert last["model"] == "small"
+    assert last["input_tokens"] <= 8_000
+    assert "context_compaction" in last["events"]  # folded before the call: clearing alone was not enough
+
+
+def test_compact_on_demand_with_focus_instructions(tmp_path: Path) -> None:
+    config = {"configurable": {"thread_id": "compact"}}
+    agent = create_context_agent(
+        scripted_model([*_steps(4), AIMessage("ok")], window=200_000), [fetch], state_dir=tmp_path
+    )
+    first = agent.invoke({"messages": [HumanMessage("go")]}, config)
+    agent.checkpointer.conn.close()
+    before = first["messages"][-1].response_metadata["ctxwarden"]["message_tokens"]
+
+    summarizer = Summarizer(messages=iter([]), profile={"max_input_tokens": 100_000}, name="summarizer")
+    record = compact(tmp_path, config, "keep the parser details", summarizer=summarizer)
+    assert record is not None
+    assert record.number == 1
+    assert "keep the parser details" in summarizer._calls[0]
+    report = context_report(tmp_path, config)
+    assert report.categories["summary"] > 0
+    assert report.lifecycle["context_compaction"]["count"] == 1
+    assert (tmp_path / "conversation_history" / "compact.md").is_file()
+
+    # the agent carries on from the fold
+    agent = create_context_agent(scripted_model(["next"], window=200_000), [fetch], state_dir=tmp_path)
+    out = agent.invoke({"messages": [HumanMessage("and now?")]}, config)
+    values = agent.get_state(config).values
+    agent.checkpointer.conn.close()
+    assert out["messages"][-1].content == "next"
+    assert out["messages"][-1].response_metadata["ctxwarden"]["message_tokens"] < before
+    assert Folds.from_state(values).last == record
+
+
+def test_the_compact_conversation_tool_folds_at_the_next_call(tmp_path: Path) -> None:
+    replies = [
+        *_steps(3),
+        AIMessage("", tool_calls=[{"name": "compact_conversation", "args": {"focus": "the failing test"}, "id": "cc"}]),
+        AIMessage("after compaction"),
+    ]
+    agent, views = _agent(tmp_path, replies, policy=ContextPolicy(window=200_000))
+    agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "tool"}})
+    assert is_summary(views.views[-1][0])
+    fold = next(e for e in _compactions(tmp_path) if e.payload["ok"]).payload
+    assert fold["instructions"] == "the failing test"
+    assert fold["forced"] is True
+
+
+def test_history_files_are_per_thread_and_namespace_and_a_retry_writes_nothing_twice(tmp_path: Path) -> None:
+    from ctxwarden.fold.history import append_section, history_path
+
+    assert history_path("t1", "") == "/conversation_history/t1.md"
+    assert (
+        history_path("t1", "tools:abc")
+        == "/conversation_history/t1/tools_abc-" + history_path("t1", "tools:abc").rsplit("-", 1)[1]
+    )
+    assert history_path("t1", "tools:abc") != history_path("t1", "")
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    section = "\n\n## fold 1\n\nthe folded turns\n"
+    assert append_section(backend, "/conversation_history/t1.md", 1, section) is None
+    assert append_section(backend, "/conversation_history/t1.md", 1, section) is None  # the retry
+    text = (tmp_path / "conversation_history" / "t1.md").read_text(encoding="utf-8")
+    assert text.count("## fold 1") == 1
+
+
+class RefusingBackend(FilesystemBackend):
+    def upload_files(self, files: list) -> list:
+        raise PermissionError("read-only file system")
+
+
+def test_a_history_that_cannot_be_written_keeps_the_turns_in_view(tmp_path: Path) -> None:
+    views = Views()
+    backend = RefusingBackend(root_dir=tmp_path, virtual_mode=True)
+    middleware = context_middleware(trace=tmp_path / "trace.sqlite", backend=backend, summarizer=DETERMINISTIC)
+    model = scripted_model([*_steps(8), AIMessage("done")], window=WINDOW)
+    agent = create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "ro"}})
+    failed = [e.payload for e in _compactions(tmp_path) if not e.payload["ok"]]
+    assert failed
+    assert "read-only file system" in failed[0]["error"]
+    assert not any(is_summary(m) for v in views.views for m in v)  # nothing left the view without a way back
