@@ -93,6 +93,8 @@ class LayerEdit:
     request: ModelRequest[Any]
     state: Mapping[str, Any] | None = None
     events: Sequence[PendingEvent] = ()
+    stamp: Mapping[str, Any] | None = None
+    """Extra figures for the call's stamp on the reply (e.g. the admitted sections' tokens)."""
 
 
 @runtime_checkable

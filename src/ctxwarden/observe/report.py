@@ -5,8 +5,8 @@ call (else what ctxwarden measured for it) — and adds the meter's estimate of 
 thread gained since. Categories come from the last call's stamp (system prompt, tool
 schemas) and from counting the conversation by role, scaled so they add up to `used`.
 Categories are counted on the view the layers leave (the fold summary, cleared
-placeholders); those that later layers fill (skills, memory, instructions) read 0
-until those layers exist.
+placeholders); the admitted sections (skills, memory, instructions) come from the
+last call's stamp.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
+from ctxwarden.admit.layer import ADMIT_STAMP_KEY
 from ctxwarden.clip.placeholders import is_cleared
 from ctxwarden.core.gauge import GaugeLevel, gauge_level
 from ctxwarden.core.meter import TokenMeter
@@ -205,14 +206,15 @@ def build_report(
     added = round(meter.messages_tokens(since) * factor)
     by_role = _count_by_role(view, meter)
     system = by_role.pop("system prompt")  # system messages kept in the thread itself
+    admitted = {name: int(tokens) for name, tokens in (stamp.get(ADMIT_STAMP_KEY) or {}).items()}
     if found:
-        system += int(stamp.get("system_tokens", 0))
+        system += max(0, int(stamp.get("system_tokens", 0)) - sum(admitted.values()))
         tools = int(stamp.get("tool_schema_tokens", 0))
         used = int(last_input or 0) + added
     else:
         tools = 0
         used = added
-    raw = {"system prompt": system, "tool schemas": tools, **by_role}
+    raw = {"system prompt": system, "tool schemas": tools, **admitted, **by_role}
     categories = _scale({name: raw.get(name, 0) for name in CATEGORIES}, used)
     clearable_raw = _clearable(view, meter, policy)
     raw_total = sum(raw.values()) or 1

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
 from langchain.agents.middleware.types import AgentMiddleware
 from langgraph.types import Checkpointer
 
+from ctxwarden.admit.layer import AdmitLayer
+from ctxwarden.admit.skills import skills_loader
 from ctxwarden.clip.clear import ClearLayer
 from ctxwarden.core.layers import ContextLayer
 from ctxwarden.core.meter import TokenMeter
@@ -42,6 +44,9 @@ def context_middleware(
     trace: TraceRecorder | TraceStore | str | Path | None = None,
     backend: Any = None,
     summarizer: Any = None,
+    skills: Sequence[str] = (),
+    memory: str | None = None,
+    instructions: str | Path | None = None,
 ) -> list[AgentMiddleware]:
     """The ctxwarden middlewares, in run order, for `create_deep_agent(middleware=...)`.
 
@@ -54,14 +59,27 @@ def context_middleware(
     `trace.sqlite` path, a store or a recorder); `None` records nothing. `summarizer` is
     the chat model that writes fold summaries (default: the model being called), or
     `"deterministic"` to build them without a model. `layers` run after ctxwarden's own
-    (folded view, clearing, folding) on every model call.
+    (admit, folded view, clearing, folding) on every model call.
+
+    Admit: `skills` are skills folders on the backend, farthest first (a closer folder's
+    skill shadows a farther one of the same name); `memory` is the backend path of a
+    `MEMORY.md` index (e.g. `"/memory/MEMORY.md"`); `instructions` is the working
+    directory whose `AGENTS.md` files, from the repository root down, are admitted.
     """
     policy = policy or DEFAULT_POLICY
     meter = meter or TokenMeter()
     recorder = trace if isinstance(trace, TraceRecorder) else TraceRecorder(trace)
     folder = Folder(policy, meter, backend, summarizer)
-    lifecycle: list[ContextLayer] = [FoldedView(), ClearLayer(policy, meter), FoldLayer(folder), *layers]
-    return [ContextWindowMiddleware(policy=policy, meter=meter, layers=lifecycle, recorder=recorder, backend=backend)]
+    admit = AdmitLayer(policy, meter, backend=backend, skills=skills, memory=memory, instructions=instructions)
+    lifecycle: list[ContextLayer] = [admit, FoldedView(), ClearLayer(policy, meter), FoldLayer(folder), *layers]
+    stack: list[AgentMiddleware] = [
+        ContextWindowMiddleware(policy=policy, meter=meter, layers=lifecycle, recorder=recorder, backend=backend)
+    ]
+    if skills:
+        stack.append(
+            cast(AgentMiddleware, skills_loader(backend, skills))
+        )  # loads skills into state; the admit layer renders the index
+    return stack
 
 
 def create_context_agent(
@@ -74,6 +92,9 @@ def create_context_agent(
     layers: Sequence[ContextLayer] = (),
     trace: bool | TraceRecorder | TraceStore | str | Path = True,
     summarizer: Any = None,
+    skills: Sequence[str] = (),
+    memory: str | None = None,
+    instructions: str | Path | None = None,
     system_prompt: str | None = None,
     middleware: Sequence[AgentMiddleware] = (),
     checkpointer: Checkpointer | None = None,
@@ -99,7 +120,15 @@ def create_context_agent(
         trace = state / TRACE_FILE
     stack = [
         *context_middleware(
-            policy=policy, meter=meter, layers=layers, trace=trace or None, backend=backend, summarizer=summarizer
+            policy=policy,
+            meter=meter,
+            layers=layers,
+            trace=trace or None,
+            backend=backend,
+            summarizer=summarizer,
+            skills=skills,
+            memory=memory,
+            instructions=instructions,
         ),
         *middleware,
     ]

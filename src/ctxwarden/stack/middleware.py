@@ -190,11 +190,15 @@ class ContextWindowMiddleware(AgentMiddleware):
         reported = message.usage_metadata["input_tokens"] if message.usage_metadata else 0
         if reported:
             self.meter.calibrate(budget.window.model, estimated=budget.measurement.estimate, reported=reported)
-        record = budget.as_metadata() | {
-            "applied": shaped.applied,
-            "events": sorted({kind for kind, _payload, _model in shaped.events}),
-            "reported_input_tokens": reported or None,
-        }
+        record = (
+            budget.as_metadata()
+            | shaped.stamp
+            | {
+                "applied": shaped.applied,
+                "events": sorted({kind for kind, _payload, _model in shaped.events}),
+                "reported_input_tokens": reported or None,
+            }
+        )
         return message.model_copy(update={"response_metadata": {**message.response_metadata, METADATA_KEY: record}})
 
     def _usage_event(self, message: AIMessage, budget: CallBudget) -> PendingEvent:
@@ -255,13 +259,14 @@ class ContextWindowMiddleware(AgentMiddleware):
 class _Shaped:
     """One call as the layers leave it: request, budget, the layers that edited it, state and events."""
 
-    __slots__ = ("applied", "budget", "events", "request", "state")
+    __slots__ = ("applied", "budget", "events", "request", "stamp", "state")
 
     def __init__(self, request: ModelRequest[Any], budget: CallBudget) -> None:
         self.request, self.budget = request, budget
         self.applied: list[str] = []
         self.state: dict[str, Any] = {}
         self.events: list[PendingEvent] = []
+        self.stamp: dict[str, Any] = {}
 
     def take(self, layer: ContextLayer, edit: LayerEdit | None, measure: Callable[[Any], CallBudget]) -> None:
         if edit is None:
@@ -271,6 +276,7 @@ class _Shaped:
             self.applied.append(layer.name)
         self.state.update(edit.state or {})
         self.events.extend(edit.events)
+        self.stamp.update(edit.stamp or {})
 
 
 def _before_call_events(request: ModelRequest[Any], budget: CallBudget) -> list[PendingEvent]:
