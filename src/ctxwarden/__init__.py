@@ -15,6 +15,7 @@ from ctxwarden.core import (
     gauge_level,
     resolve_window,
 )
+from ctxwarden.curate import ForkError, Unit
 from ctxwarden.errors import (
     ContextStillTooLargeError,
     CtxwardenError,
@@ -35,6 +36,7 @@ from ctxwarden.observe import (
 )
 from ctxwarden.observe.plot import usage_plot
 from ctxwarden.replay import Recording, ReplayChatModel, load_recording, replay_tools
+from ctxwarden.session import Session
 from ctxwarden.stack import (
     CallBudget,
     ContextLayer,
@@ -59,6 +61,7 @@ __all__ = [
     "ContextWindowMiddleware",
     "CtxwardenError",
     "FoldRecord",
+    "ForkError",
     "GaugeLevel",
     "LayerEdit",
     "Measurement",
@@ -66,12 +69,14 @@ __all__ = [
     "Recording",
     "ReplayChatModel",
     "ReplayMismatchError",
+    "Session",
     "TiktokenCounter",
     "TokenMeter",
     "TraceEvent",
     "TraceRecorder",
     "TraceStore",
     "TrajectoryFormatError",
+    "Unit",
     "UnknownThreadError",
     "Window",
     "WindowUnknownError",

@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -60,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     context.add_argument("--thread", required=True, help="thread id")
     context.add_argument("--json", action="store_true", help="print the figures as one JSON object")
 
+    threads = commands.add_parser("threads", help="the threads of a state dir, with their size and gauge")
+    threads.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="the agent's state dir")
+    threads.add_argument("--json", action="store_true", help="one JSON object per thread, one per line")
+
     trace = commands.add_parser("trace", help="the trace events of a thread, oldest first")
     trace.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="the agent's state dir")
     trace.add_argument("--thread", required=True, help="thread id")
@@ -76,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _context(args)
     if args.command == "trace":
         return _trace(args)
+    if args.command == "threads":
+        return _threads(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 
@@ -100,6 +107,64 @@ def _context(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(report.to_text() + "\n")
     return 0
+
+
+def _threads(args: argparse.Namespace) -> int:
+    from ctxwarden.observe import UnknownThreadError, context_report
+    from ctxwarden.observe.thread import known_threads, open_state_dir
+
+    try:
+        saver = open_state_dir(args.state_dir)
+    except UnknownThreadError as exc:
+        return _fail("threads", exc)
+    rows: list[dict[str, Any]] = []
+    try:
+        for thread in known_threads(saver):
+            try:
+                report = context_report(
+                    saver, {"configurable": {"thread_id": thread}}, trace=_trace_path(args.state_dir)
+                )
+            except CtxwardenError as exc:  # a thread with no measured call yet
+                rows.append({"thread_id": thread, "error": str(exc)})
+                continue
+            rows.append(
+                {
+                    "thread_id": thread,
+                    "model": report.model,
+                    "calls": report.calls,
+                    "used": report.used,
+                    "window": report.window,
+                    "fraction": round(report.fraction, 4),
+                    "gauge": report.gauge,
+                }
+            )
+    finally:
+        saver.conn.close()  # type: ignore[attr-defined]
+    if args.json:
+        for row in rows:
+            sys.stdout.write(json.dumps(row) + "\n")
+        return 0
+    if not rows:
+        sys.stdout.write(f"no threads in {args.state_dir}\n")
+        return 0
+    width = max(len(r["thread_id"]) for r in rows)
+    sys.stdout.write(f"{'thread':<{width}}  {'model':<20} {'calls':>6} {'used':>10} {'window':>10}  gauge\n")
+    for r in rows:
+        if "error" in r:
+            sys.stdout.write(f"{r['thread_id']:<{width}}  (not measured yet)\n")
+            continue
+        sys.stdout.write(
+            f"{r['thread_id']:<{width}}  {r['model'][:20]:<20} {r['calls']:>6,} {r['used']:>10,} {r['window']:>10,}  "
+            f"{r['gauge']} ({r['fraction']:.0%})\n"
+        )
+    return 0
+
+
+def _trace_path(state_dir: Path) -> Path | None:
+    from ctxwarden.observe import TRACE_FILE
+
+    path = state_dir / TRACE_FILE
+    return path if path.is_file() else None
 
 
 def _trace(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ filesystem backend, all under one state directory.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -29,6 +29,7 @@ from ctxwarden.observe.recorder import TraceRecorder
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.checkpoints import open_checkpointer
 from ctxwarden.stack.middleware import ContextWindowMiddleware
+from ctxwarden.stack.pick import ModelPicker, model_from_context
 
 DEFAULT_STATE_DIR = Path(".ctxwarden")
 """Where the embedded default keeps checkpoints, the trace and offloaded files."""
@@ -47,6 +48,7 @@ def context_middleware(
     skills: Sequence[str] = (),
     memory: str | None = None,
     instructions: str | Path | None = None,
+    models: ModelPicker | Mapping[str, Any] | None = None,
 ) -> list[AgentMiddleware]:
     """The ctxwarden middlewares, in run order, for `create_deep_agent(middleware=...)`.
 
@@ -65,6 +67,9 @@ def context_middleware(
     skill shadows a farther one of the same name); `memory` is the backend path of a
     `MEMORY.md` index (e.g. `"/memory/MEMORY.md"`); `instructions` is the working
     directory whose `AGENTS.md` files, from the repository root down, are admitted.
+
+    `models` lets a run pick its model from its context (`context={"model": "small"}`):
+    a mapping of names to chat models, or a function of the request.
     """
     policy = policy or DEFAULT_POLICY
     meter = meter or TokenMeter()
@@ -72,9 +77,11 @@ def context_middleware(
     folder = Folder(policy, meter, backend, summarizer)
     admit = AdmitLayer(policy, meter, backend=backend, skills=skills, memory=memory, instructions=instructions)
     lifecycle: list[ContextLayer] = [admit, FoldedView(), ClearLayer(policy, meter), FoldLayer(folder), *layers]
-    stack: list[AgentMiddleware] = [
-        ContextWindowMiddleware(policy=policy, meter=meter, layers=lifecycle, recorder=recorder, backend=backend)
-    ]
+    picker = model_from_context(models) if isinstance(models, Mapping) else models
+    core = ContextWindowMiddleware(
+        policy=policy, meter=meter, layers=lifecycle, recorder=recorder, backend=backend, pick_model=picker
+    )
+    stack: list[AgentMiddleware] = [core]
     if skills:
         stack.append(
             cast(AgentMiddleware, skills_loader(backend, skills))
@@ -95,6 +102,7 @@ def create_context_agent(
     skills: Sequence[str] = (),
     memory: str | None = None,
     instructions: str | Path | None = None,
+    models: ModelPicker | Mapping[str, Any] | None = None,
     system_prompt: str | None = None,
     middleware: Sequence[AgentMiddleware] = (),
     checkpointer: Checkpointer | None = None,
@@ -129,6 +137,7 @@ def create_context_agent(
             skills=skills,
             memory=memory,
             instructions=instructions,
+            models=models,
         ),
         *middleware,
     ]

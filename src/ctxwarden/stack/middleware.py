@@ -44,6 +44,7 @@ from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import ContextStillTooLargeError, is_context_overflow
 from ctxwarden.fold.compact import make_compact_tool
 from ctxwarden.observe.recorder import PendingEvent, TraceRecorder
+from ctxwarden.stack.pick import ModelPicker
 from ctxwarden.view import ContextState
 
 SLOT_NAME = "SummarizationMiddleware"
@@ -63,8 +64,10 @@ class ContextWindowMiddleware(AgentMiddleware):
         layers: Sequence[ContextLayer] = (),
         recorder: TraceRecorder | None = None,
         backend: Any = None,
+        pick_model: ModelPicker | None = None,
     ) -> None:
         super().__init__()
+        self.pick_model = pick_model
         self.policy = policy or DEFAULT_POLICY
         self.meter = meter or TokenMeter()
         self.layers = tuple(layers)
@@ -88,13 +91,20 @@ class ContextWindowMiddleware(AgentMiddleware):
         )
         return CallBudget(window, measurement, self.policy, force)
 
+    def _picked(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        """The request with the model the run's context picks (before anything is measured)."""
+        model = self.pick_model(request) if self.pick_model is not None else None
+        return request if model is None or model is request.model else request.override(model=model)
+
     def _shape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
+        request = self._picked(request)
         shaped = _Shaped(request, self.budget(request, force=force))
         for layer in self.layers:
             shaped.take(layer, layer.shape(shaped.request, shaped.budget), lambda r: self.budget(r, force=force))
         return shaped
 
     async def _ashape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
+        request = self._picked(request)
         shaped = _Shaped(request, self.budget(request, force=force))
         for layer in self.layers:
             edit = await layer.ashape(shaped.request, shaped.budget)

@@ -1,0 +1,174 @@
+"""A session: one checkpointed thread under a state dir, with the whole stack around it.
+
+It owns the state dir — the SQLite checkpoints, the trace, the filesystem backend —
+and keeps them across model switches: `switch_model()` rebuilds the agent on the same
+thread, so the conversation carries over and every threshold follows the new model's
+window (a switch to a smaller window clears and folds before the next call).
+Reopening the same state dir and thread id, in this process or another, resumes the
+thread.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from deepagents.backends import FilesystemBackend
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+
+from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
+from ctxwarden.curate.fork import Unit, list_units, seed_messages
+from ctxwarden.fold.compact import compact
+from ctxwarden.fold.state import FoldRecord
+from ctxwarden.observe.recorder import TraceRecorder
+from ctxwarden.observe.report import ContextReport, acontext_report, context_report
+from ctxwarden.observe.thread import reader_graph
+from ctxwarden.observe.trace import TRACE_FILE, TraceStore
+from ctxwarden.stack.build import CHECKPOINTS_FILE, DEFAULT_STATE_DIR, create_context_agent
+from ctxwarden.stack.checkpoints import SqliteCheckpointer, open_checkpointer
+
+DEFAULT_THREAD = "main"
+
+
+class Session:
+    """Runs one thread of a context-managed deep agent; see the module docstring."""
+
+    def __init__(
+        self,
+        model: Any,
+        tools: Sequence[Any] = (),
+        *,
+        state_dir: str | Path = DEFAULT_STATE_DIR,
+        thread_id: str = DEFAULT_THREAD,
+        policy: ContextPolicy = DEFAULT_POLICY,
+        summarizer: Any = None,
+        **agent_kwargs: Any,
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.thread_id = thread_id
+        self.policy = policy
+        self.summarizer = summarizer
+        self.tools = list(tools)
+        self.agent_kwargs = agent_kwargs
+        self.checkpointer: SqliteCheckpointer = open_checkpointer(self.state_dir / CHECKPOINTS_FILE)
+        self.trace = TraceStore(self.state_dir / TRACE_FILE)
+        self.recorder = TraceRecorder(self.trace)
+        self.backend = FilesystemBackend(root_dir=self.state_dir, virtual_mode=True)
+        self.meter = TokenMeter()
+        self.model = model
+        self.agent = self._build(model)
+
+    # --- lifecycle --------------------------------------------------------------
+    @property
+    def config(self) -> RunnableConfig:
+        return {"configurable": {"thread_id": self.thread_id}}
+
+    def _build(self, model: Any) -> Any:
+        return create_context_agent(
+            model,
+            self.tools,
+            state_dir=self.state_dir,
+            policy=self.policy,
+            meter=self.meter,
+            trace=self.recorder,
+            summarizer=self.summarizer,
+            checkpointer=self.checkpointer,
+            backend=self.backend,
+            **self.agent_kwargs,
+        )
+
+    def switch_model(self, model: Any) -> None:
+        """Continue the same thread with `model`; thresholds follow its window from the next call on."""
+        self.model = model
+        self.agent = self._build(model)
+
+    def close(self) -> None:
+        self.checkpointer.conn.close()
+        self.trace.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object | TracebackType | None) -> None:
+        self.close()
+
+    # --- running ----------------------------------------------------------------
+    def invoke(self, message: str | BaseMessage | dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """Send one user message; returns the thread's state values after the agent's turn."""
+        return dict(self.agent.invoke(_input(message), self.config, **kwargs))
+
+    async def ainvoke(self, message: str | BaseMessage | dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return dict(await self.agent.ainvoke(_input(message), self.config, **kwargs))
+
+    def stream(self, message: str | BaseMessage | dict[str, Any], **kwargs: Any) -> Iterator[Any]:
+        """Stream the agent's turn (`stream_mode` and the rest as for `CompiledStateGraph.stream`)."""
+        yield from self.agent.stream(_input(message), self.config, **kwargs)
+
+    async def astream(self, message: str | BaseMessage | dict[str, Any], **kwargs: Any) -> AsyncIterator[Any]:
+        async for chunk in self.agent.astream(_input(message), self.config, **kwargs):
+            yield chunk
+
+    @property
+    def messages(self) -> list[BaseMessage]:
+        """The thread's checkpointed messages (every one, as recorded)."""
+        return list(self.agent.get_state(self.config).values.get("messages", []))
+
+    # --- /context, /compact, fork ---------------------------------------------------
+    def context(self) -> ContextReport:
+        """The /context report of this thread, against the current model's window."""
+        return context_report(self.agent, self.config, trace=self.trace, policy=self.policy, model=self.model)
+
+    async def acontext(self) -> ContextReport:
+        return await acontext_report(self.agent, self.config, trace=self.trace, policy=self.policy, model=self.model)
+
+    def compact(self, instructions: str | None = None) -> FoldRecord | None:
+        """Fold the thread now (keeping the last step), with optional focus instructions for the summary."""
+        summarizer = self.summarizer if self.summarizer is not None else self.model
+        return compact(
+            self.checkpointer,
+            self.config,
+            instructions,
+            summarizer=summarizer,
+            backend=self.backend,
+            policy=self.policy,
+            meter=self.meter,
+        )
+
+    def units(self) -> list[Unit]:
+        """The thread's turns and folds to fork from, numbered in conversation order."""
+        values = self.agent.get_state(self.config).values
+        return list_units(values.get("messages", []), values, self.meter)
+
+    def fork(self, units: Sequence[int], *, thread_id: str | None = None, model: Any = None) -> Session:
+        """A new session on a new thread seeded with the chosen units; this thread is left as it was."""
+        values = self.agent.get_state(self.config).values
+        seed = seed_messages(values.get("messages", []), values, units, self.thread_id)
+        new_thread = thread_id or f"{self.thread_id}-fork-{uuid.uuid4().hex[:8]}"
+        target = {"configurable": {"thread_id": new_thread}}
+        if reader_graph(self.checkpointer).get_state(target).values:
+            raise ValueError(f"thread {new_thread!r} already exists in {self.state_dir}; pick another thread_id.")
+        reader_graph(self.checkpointer).update_state(target, {"messages": seed}, as_node="read")
+        return Session(
+            model if model is not None else self.model,
+            self.tools,
+            state_dir=self.state_dir,
+            thread_id=new_thread,
+            policy=self.policy,
+            summarizer=self.summarizer,
+            **self.agent_kwargs,
+        )
+
+
+def _input(message: str | BaseMessage | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(message, dict):
+        return message
+    return {"messages": [HumanMessage(message) if isinstance(message, str) else message]}
+
+
+__all__ = ["DEFAULT_THREAD", "Session"]
