@@ -17,6 +17,7 @@ from pydantic import PrivateAttr
 
 from ctxwarden import ContextPolicy, TokenMeter, context_middleware
 from ctxwarden.clip import CLIP_STATE_KEY, Boundary, ClearLayer, make_recall_tool
+from ctxwarden.clip.clear import NO_MASK
 from ctxwarden.observe import TraceStore
 from ctxwarden.replay import Recording, ReplayChatModel, replay_tools, scripted_model
 from ctxwarden.replay.driver import replay_into
@@ -174,7 +175,12 @@ def test_cost_first_masks_old_results_at_any_fill() -> None:
     agent, views = _agent(replies, [fetch], ContextPolicy.cost_first(mask_after_turns=2, window=1_000_000))
     agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "cost"}})
     final = [m for m in views.views[-1] if isinstance(m, ToolMessage)]
-    assert [m.content.startswith("[cleared") for m in final] == [True, True, True, False, False]
+    # the mask advances two turns at a time: results older than the newest 2 to 3 turns are masked
+    assert [m.content.startswith("[cleared") for m in final] == [True, True, False, False, False]
+    masked_per_call = [
+        sum(isinstance(m, ToolMessage) and m.content.startswith("[cleared") for m in v) for v in views.views
+    ]
+    assert masked_per_call == [0, 0, 0, 0, 2, 2]
 
 
 def test_stale_reads_go_first_and_untouched_messages_are_not_copied() -> None:
@@ -190,9 +196,9 @@ def test_stale_reads_go_first_and_untouched_messages_are_not_copied() -> None:
         messages.append(_step(name, args, f"c{i}"))
         messages.append(ToolMessage(PAGE, tool_call_id=f"c{i}", name=name, id=f"t{i}"))
     layer = ClearLayer(ContextPolicy(keep_tool_results=0), TokenMeter())
-    candidates = layer._candidates(messages, Boundary(), frozenset())
+    candidates = layer._candidates(messages, Boundary(), NO_MASK)
     assert candidates[0][:2] == ("result", "c1")  # the read of /a.py, which was written afterwards
-    view = layer.view(messages, Boundary(results=("c0",)), frozenset())
+    view = layer.view(messages, Boundary(results=("c0",)), NO_MASK)
     assert view[2] is not messages[2]
     assert all(a is b for i, (a, b) in enumerate(zip(view, messages, strict=True)) if i != 2)
 

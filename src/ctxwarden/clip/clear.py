@@ -17,6 +17,7 @@ newest N model turns, whatever the fill.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, cast
@@ -30,6 +31,17 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 
 CLIP_STATE_KEY = "ctxwarden_clip"
+
+
+@dataclass(frozen=True, slots=True)
+class Mask:
+    """Call ids whose results, and whose large arguments, the cost-first preset masks on this call."""
+
+    results: frozenset[str] = frozenset()
+    args: frozenset[str] = frozenset()
+
+
+NO_MASK = Mask()
 FILE_WRITERS = frozenset({"write_file", "edit_file"})
 FILE_READERS = frozenset({"read_file"})
 
@@ -71,10 +83,11 @@ class ClearLayer:
         messages = request.messages
         boundary = Boundary.from_state(request.state)
         masked = self._masked(messages)
-        view = self.view(messages, boundary, masked)
+        untouched = not (boundary.results or boundary.args or masked.results or masked.args)
+        view = list(messages) if untouched else self.view(messages, boundary, masked)
         fixed = budget.measurement.system + budget.measurement.tools
         factor = budget.measurement.factor
-        used = round((fixed + self.meter.messages_tokens(view)) * factor)
+        used = budget.used if untouched else round((fixed + self.meter.messages_tokens(view)) * factor)
         events = []
         if used > budget.clear_at or budget.force:
             target = int(budget.window.tokens * self.policy.clear_to)
@@ -102,7 +115,9 @@ class ClearLayer:
                     )
                 )
                 boundary = grown
-        if all(a is b for a, b in zip(view, messages, strict=True)):
+        if untouched and not events:
+            return None
+        if not events and all(map(operator.is_, view, messages)):
             return None
         state = {CLIP_STATE_KEY: boundary.to_state()} if events else None
         return LayerEdit(request.override(messages=cast(list[AnyMessage], view)), state=state, events=events)
@@ -111,10 +126,10 @@ class ClearLayer:
         return self.shape(request, budget)
 
     # --- the view ---------------------------------------------------------------
-    def view(self, messages: Sequence[BaseMessage], boundary: Boundary, masked: frozenset[str]) -> list[BaseMessage]:
+    def view(self, messages: Sequence[BaseMessage], boundary: Boundary, masked: Mask) -> list[BaseMessage]:
         """`messages` with the boundary (and the cost-first mask) applied; untouched messages are the same objects."""
-        results = set(boundary.results) | masked
-        args = set(boundary.args)
+        results = set(boundary.results) | masked.results
+        args = set(boundary.args) | masked.args
         out: list[BaseMessage] = []
         for message in messages:
             if isinstance(message, ToolMessage) and message.tool_call_id in results:
@@ -147,7 +162,7 @@ class ClearLayer:
         self,
         messages: Sequence[BaseMessage],
         boundary: Boundary,
-        masked: frozenset[str],
+        masked: Mask,
         *,
         need: float,
         keep: int | None = None,
@@ -163,7 +178,7 @@ class ClearLayer:
         return Boundary(tuple(results), tuple(args)), freed
 
     def _candidates(
-        self, messages: Sequence[BaseMessage], boundary: Boundary, masked: frozenset[str], *, keep: int | None = None
+        self, messages: Sequence[BaseMessage], boundary: Boundary, masked: Mask, *, keep: int | None = None
     ) -> list[tuple[str, str, float]]:
         """`(kind, call id, tokens freed)`: stale reads first, then oldest first; the newest stay."""
         policy = self.policy if keep is None else self.policy.replace(keep_tool_results=keep)
@@ -179,7 +194,7 @@ class ClearLayer:
         keep_callers = (
             {id(m) for m in callers[len(callers) - policy.keep_tool_results :]} if policy.keep_tool_results else set()
         )
-        cleared, clipped = set(boundary.results) | masked, set(boundary.args)
+        cleared, clipped = set(boundary.results) | masked.results, set(boundary.args) | masked.args
         found: list[tuple[int, int, str, str, float]] = []
         for position, message in enumerate(messages):
             if isinstance(message, ToolMessage):
@@ -207,15 +222,24 @@ class ClearLayer:
         found.sort(key=lambda item: (item[0], item[1]))
         return [(kind, call_id, saving) for _rank, _pos, kind, call_id, saving in found]
 
-    def _masked(self, messages: Sequence[BaseMessage]) -> frozenset[str]:
-        """Cost-first: results of calls made before the newest `mask_after_turns` model turns."""
+    def _masked(self, messages: Sequence[BaseMessage]) -> Mask:
+        """Cost-first: results and large arguments of calls made before the newest `mask_after_turns` turns.
+
+        The mask advances `mask_after_turns` turns at a time, so between two advances the calls
+        share their prefix (masking one more result on every call would miss the cache every call).
+        """
         keep = self.policy.mask_after_turns
         if keep is None:
-            return frozenset()
+            return NO_MASK
         callers = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
-        old = callers[: max(0, len(callers) - keep)]
+        boundary = max(0, (len(callers) - keep) // keep * keep)
         excluded = self.policy.clear_exclude_tools
-        return frozenset(str(c["id"]) for m in old for c in m.tool_calls if c.get("name") not in excluded)
+        calls = [c for m in callers[:boundary] for c in m.tool_calls if c.get("name") not in excluded]
+        large = self.policy.clip_args_min_tokens
+        return Mask(
+            frozenset(str(c["id"]) for c in calls),
+            frozenset(str(c["id"]) for c in calls if self.meter.counter(_json(c.get("args", {}))) >= large),
+        )
 
 
 def last_view(

@@ -25,7 +25,7 @@ from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
-from ctxwarden.core.stamp import METADATA_KEY, last_stamped
+from ctxwarden.core.stamp import METADATA_KEY, RECENT, last_stamped
 
 RECALL_TOOL = "recall"
 """ctxwarden's own recall tool: its output is bounded, so it is never evicted."""
@@ -73,7 +73,7 @@ class Evictor:
         window = self.policy.window
         if window is None:
             messages = (request.state or {}).get("messages", []) if isinstance(request.state, dict) else []
-            found = last_stamped(messages)
+            found = last_stamped(messages, limit=RECENT)
             window = int(found[1]["window"]) if found else None
         return self.policy.evict_threshold(window) if window else self.policy.evict_max_tokens
 

@@ -24,9 +24,14 @@ def stamp_of(message: BaseMessage) -> dict[str, Any] | None:
     return stamp if isinstance(stamp, dict) else None
 
 
-def last_stamped(messages: Sequence[BaseMessage]) -> tuple[int, dict[str, Any]] | None:
-    """Index and record of the last stamped AI message."""
-    for index in range(len(messages) - 1, -1, -1):
+RECENT = 500
+"""How far back the per-call paths look for the previous call's stamp (it is almost always a few messages back)."""
+
+
+def last_stamped(messages: Sequence[BaseMessage], *, limit: int | None = None) -> tuple[int, dict[str, Any]] | None:
+    """Index and record of the last stamped AI message (among the last `limit` messages, when given)."""
+    stop = -1 if limit is None else max(-1, len(messages) - 1 - limit)
+    for index in range(len(messages) - 1, stop, -1):
         stamp = stamp_of(messages[index])
         if stamp is not None:
             return index, stamp
@@ -52,4 +57,4 @@ def is_evicted(message: BaseMessage) -> bool:
     return isinstance(message.content, str) and message.content.startswith(STOCK_EVICTION_PREFIX)
 
 
-__all__ = ["METADATA_KEY", "STOCK_EVICTION_PREFIX", "is_evicted", "last_stamped", "stamp_of", "stamps"]
+__all__ = ["METADATA_KEY", "RECENT", "STOCK_EVICTION_PREFIX", "is_evicted", "last_stamped", "stamp_of", "stamps"]

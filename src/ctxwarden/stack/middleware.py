@@ -39,7 +39,7 @@ from ctxwarden.clip.recall import make_recall_tool
 from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
-from ctxwarden.core.stamp import METADATA_KEY, last_stamped
+from ctxwarden.core.stamp import METADATA_KEY, RECENT, last_stamped
 from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import ContextStillTooLargeError, is_context_overflow
 from ctxwarden.fold.compact import make_compact_tool
@@ -292,7 +292,7 @@ class _Shaped:
 def _before_call_events(request: ModelRequest[Any], budget: CallBudget) -> list[PendingEvent]:
     """A model switch (this call's model differs from the last one's) and a measured overflow."""
     events: list[PendingEvent] = []
-    found = last_stamped(request.messages)
+    found = last_stamped(request.messages, limit=RECENT)
     previous = found[1] if found is not None else None
     if previous is not None and previous.get("model") != budget.window.model:
         events.append(

@@ -1,0 +1,118 @@
+"""One replay of one recorded session under one strategy at one window, measured call by call.
+
+The replayed model keeps what each call received (messages and tool schemas) and how
+long the model itself took; a callback times the whole model step. From these the
+metrics module computes tokens, cost, visible share and overhead without trusting
+any strategy's own accounting.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import BaseMessage
+from pydantic import PrivateAttr
+
+from ctxwarden.bench.strategies import STRATEGIES, fixed_summarizer
+from ctxwarden.replay.driver import replay_into
+from ctxwarden.replay.model import ReplayChatModel
+from ctxwarden.replay.recording import Recording
+from ctxwarden.replay.tools import replay_tools
+
+
+@dataclass(frozen=True, slots=True)
+class SeenCall:
+    """What one model call received."""
+
+    step: int
+    """How many recorded steps had been replayed before this call."""
+    messages: list[BaseMessage]
+    tools: list[Any]
+    model_ms: float
+
+
+class CapturingReplay(ReplayChatModel):
+    """A replay model that keeps what each call received."""
+
+    _seen: list[SeenCall] = PrivateAttr(default_factory=list)
+
+    @property
+    def seen(self) -> list[SeenCall]:
+        return self._seen
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        step = self.position
+        started = time.perf_counter()
+        result = super()._generate(messages, stop, run_manager, **kwargs)
+        took = (time.perf_counter() - started) * 1000
+        self._seen.append(SeenCall(step, list(messages), list(kwargs.get("tools") or []), took))
+        return result
+
+
+class StepTimer(BaseCallbackHandler):
+    """Times each run of the agent's `model` step (middleware and model together)."""
+
+    def __init__(self) -> None:
+        self._started: dict[UUID, float] = {}
+        self.durations_ms: list[float] = []
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        if kwargs.get("name") == "model":
+            self._started[run_id] = time.perf_counter()
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        started = self._started.pop(run_id, None)
+        if started is not None:
+            self.durations_ms.append((time.perf_counter() - started) * 1000)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._started.pop(run_id, None)
+
+
+@dataclass(slots=True)
+class Replayed:
+    """Everything one replay produced, for the metrics."""
+
+    strategy: str
+    window: int
+    recording: Recording
+    calls: list[SeenCall]
+    step_ms: list[float]
+    summarizer_calls: list[int]
+    final_messages: list[BaseMessage]
+    folder: Path
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def replay(recording: Recording, strategy: str, window: int, workdir: Path | None = None) -> Replayed:
+    """Replay `recording` under `strategy` at `window` tokens; errors are caught and reported in the result."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{strategy}-{window}-", dir=workdir))
+    model = CapturingReplay(recording=recording, usage="received", profile={"max_input_tokens": window})
+    summarizer = fixed_summarizer()
+    tools = replay_tools(recording)
+    agent = STRATEGIES[strategy].build(model, tools, folder, summarizer, window, recording.system_prompt)
+    timer = StepTimer()
+    config = {"configurable": {"thread_id": "bench"}, "callbacks": [timer], "recursion_limit": 10_000}
+    error = None
+    messages: list[BaseMessage] = []
+    try:
+        messages = replay_into(agent, recording, config)  # type: ignore[arg-type]
+    except Exception as exc:  # one failing replay is reported, not fatal
+        error = f"{type(exc).__name__}: {str(exc)[:300]}"
+    finally:
+        saver = getattr(agent, "checkpointer", None)
+        if saver is not None and hasattr(saver, "conn"):
+            saver.conn.close()
+    return Replayed(
+        strategy, window, recording, model.seen, timer.durations_ms, summarizer.calls, messages, folder, error
+    )
+
+
+__all__ = ["CapturingReplay", "Replayed", "SeenCall", "StepTimer", "replay"]

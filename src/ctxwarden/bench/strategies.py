@@ -1,0 +1,173 @@
+"""The strategies compared: one deep agent harness, only the context management differs.
+
+Every strategy is a `create_deep_agent` with the same replayed model and tools and a
+filesystem backend in its own folder; what changes is what sits in the summarization
+slot (where deepagents puts its context management) and whether the filesystem
+middleware evicts large results:
+
+- `none`: no eviction, nothing in the slot;
+- `context-editing`: langchain's `ContextEditingMiddleware()` with its defaults, no eviction;
+- `deepagents`: `create_deep_agent`'s defaults (eviction at 20,000 tokens, its summarization);
+- `ctxwarden` and `ctxwarden-cost-first`: `create_context_agent` with the default and cost-first policies.
+
+Summaries come from one fixed fake summarizer shared by every strategy, so folds cost
+the same everywhere and the comparison is about context management alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from deepagents import create_deep_agent
+from deepagents.backends import FilesystemBackend
+from deepagents.middleware.filesystem import FilesystemMiddleware
+from deepagents.middleware.summarization import create_summarization_middleware
+from langchain.agents.middleware import ContextEditingMiddleware
+from langchain.agents.middleware.types import AgentMiddleware
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import PrivateAttr
+
+from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.stack.build import create_context_agent
+
+SUMMARY_TOKENS = 405
+"""Length of the fixed summary every strategy's folds receive."""
+
+
+class FixedSummarizer(BaseChatModel):
+    """Answers every summarization request with the same summary, and counts what it was asked."""
+
+    counter: Any
+    _calls: list[int] = PrivateAttr(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "ctxwarden-fixed-summarizer"
+
+    @property
+    def calls(self) -> list[int]:
+        """Input tokens of each request."""
+        return self._calls
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        asked = sum(self.counter(str(m.content)) for m in messages)
+        self._calls.append(asked)
+        text = _summary_text(self.counter)
+        reply = AIMessage(
+            text,
+            usage_metadata={
+                "input_tokens": asked,
+                "output_tokens": SUMMARY_TOKENS,
+                "total_tokens": asked + SUMMARY_TOKENS,
+            },
+        )
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def _summary_text(counter: Any) -> str:
+    sections = ["Session intent", "Key decisions", "Artifacts", "Errors seen", "Current state", "Next steps"]
+    words = " ".join(f"## {s}\n- the work so far, summarized for the benchmark." for s in sections)
+    text = words
+    while counter(text) < SUMMARY_TOKENS:
+        text += " detail"
+    return text
+
+
+class _Passthrough(AgentMiddleware):
+    """Occupies the summarization slot and does nothing: no context management."""
+
+    @property
+    def name(self) -> str:
+        return "SummarizationMiddleware"
+
+
+class _SlotContextEditing(ContextEditingMiddleware):
+    """langchain's context editing, with its defaults, in the summarization slot."""
+
+    @property
+    def name(self) -> str:
+        return "SummarizationMiddleware"
+
+
+@dataclass(frozen=True, slots=True)
+class Strategy:
+    name: str
+    build: Callable[..., Any]
+    """`(model, tools, folder, summarizer, window, system_prompt) -> agent`."""
+
+
+def _no_eviction(backend: Any) -> FilesystemMiddleware:
+    return FilesystemMiddleware(backend=backend, tool_token_limit_before_evict=None)
+
+
+def _none(
+    model: Any, tools: list[Any], folder: Path, summarizer: FixedSummarizer, window: int, system_prompt: str | None
+) -> Any:
+    backend = FilesystemBackend(root_dir=folder, virtual_mode=True)
+    middleware: list[Any] = [_no_eviction(backend), _Passthrough()]
+    return create_deep_agent(
+        model, tools, system_prompt=system_prompt, backend=backend, middleware=middleware, checkpointer=InMemorySaver()
+    )
+
+
+def _context_editing(
+    model: Any, tools: list[Any], folder: Path, summarizer: FixedSummarizer, window: int, system_prompt: str | None
+) -> Any:
+    backend = FilesystemBackend(root_dir=folder, virtual_mode=True)
+    middleware: list[Any] = [_no_eviction(backend), _SlotContextEditing()]
+    return create_deep_agent(
+        model, tools, system_prompt=system_prompt, backend=backend, middleware=middleware, checkpointer=InMemorySaver()
+    )
+
+
+def _deepagents(
+    model: Any, tools: list[Any], folder: Path, summarizer: FixedSummarizer, window: int, system_prompt: str | None
+) -> Any:
+    backend = FilesystemBackend(root_dir=folder, virtual_mode=True)
+    summarizer.profile = {"max_input_tokens": window}  # its thresholds come from this profile; its summaries are fixed
+    slot = create_summarization_middleware(summarizer, backend)
+    return create_deep_agent(
+        model, tools, system_prompt=system_prompt, backend=backend, middleware=[slot], checkpointer=InMemorySaver()
+    )
+
+
+def _ctxwarden(policy: ContextPolicy) -> Callable[..., Any]:
+    def build(
+        model: Any, tools: list[Any], folder: Path, summarizer: FixedSummarizer, window: int, system_prompt: str | None
+    ) -> Any:
+        return create_context_agent(
+            model,
+            tools,
+            state_dir=folder,
+            policy=policy,
+            summarizer=summarizer,
+            trace=folder / "trace.sqlite",
+            system_prompt=system_prompt,
+        )
+
+    return build
+
+
+STRATEGIES = {
+    "none": Strategy("none", _none),
+    "context-editing": Strategy("context-editing", _context_editing),
+    "deepagents": Strategy("deepagents", _deepagents),
+    "ctxwarden": Strategy("ctxwarden", _ctxwarden(ContextPolicy())),
+    "ctxwarden-cost-first": Strategy("ctxwarden-cost-first", _ctxwarden(ContextPolicy.cost_first())),
+}
+
+
+def fixed_summarizer() -> FixedSummarizer:
+    return FixedSummarizer(counter=TokenMeter().counter, name="fixed-summarizer")
+
+
+__all__ = ["STRATEGIES", "SUMMARY_TOKENS", "FixedSummarizer", "Strategy", "fixed_summarizer"]

@@ -1,0 +1,123 @@
+"""The side-by-side benchmark: every strategy on the same recorded session, figures from what the model received."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ctxwarden.bench import run as bench
+from ctxwarden.bench.harness import replay
+from ctxwarden.bench.metrics import figures
+from ctxwarden.bench.overhead import time_per_call
+from ctxwarden.core.meter import TokenMeter
+from ctxwarden.replay import load_recording
+
+REQUIRED = {
+    "strategy",
+    "window",
+    "trajectories",
+    "calls",
+    "overflows",
+    "input_tokens",
+    "cache_cost",
+    "peak_fraction",
+    "folds",
+    "summarizer_input_tokens",
+    "visible_share",
+    "overhead_ms_median",
+    "overhead_ms_p95",
+    "recoverability",
+    "errors",
+}
+
+
+def _session(tmp_path: Path, steps: int = 14) -> Path:
+    messages: list[dict] = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix the bug."}]
+    for i in range(steps):
+        command = f"python -m pytest tests/test_{i}.py && " + "echo x; " * 60
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"Step {i}: running the tests again.",
+                "tool_calls": [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+                    }
+                ],
+            }
+        )
+        output = (
+            "\n".join(f"tests/test_{i}.py::case_{n} PASSED" for n in range(120))
+            + f"\n==== 1 failed, 119 passed in {i}.1s ===="
+        )
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": output})
+    messages.append({"role": "assistant", "content": "Fixed."})
+    path = tmp_path / "session.json"
+    path.write_text(json.dumps(messages), encoding="utf-8")
+    return path
+
+
+def test_one_run_writes_the_table_the_json_and_the_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    session = _session(tmp_path)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json", encoding="utf-8")
+    out_json, out_md, out_png = tmp_path / "r.json", tmp_path / "r.md", tmp_path / "p.png"
+    code = bench.main(
+        [
+            str(session),
+            str(broken),
+            "--windows",
+            "8000",
+            "--json",
+            str(out_json),
+            "--markdown",
+            str(out_md),
+            "--plot",
+            str(out_png),
+            "--no-overhead",
+        ]
+    )
+    assert code == 0
+    results = {r["strategy"]: r for r in json.loads(out_json.read_text())["results"]}
+    assert set(results) == {"none", "context-editing", "deepagents", "ctxwarden", "ctxwarden-cost-first"}
+    for result in results.values():
+        assert result.keys() >= REQUIRED
+        assert result["errors"] == []
+        assert result["calls"] == 15
+    assert results["none"]["overflows"] > 0  # unmanaged, the session does not fit 8k
+    for preset in ("ctxwarden", "ctxwarden-cost-first"):
+        assert results[preset]["overflows"] == 0
+        assert results[preset]["recoverability"] == 1.0, (preset, results[preset])
+    assert results["none"]["visible_share"] == 1.0  # nothing is ever taken out of view
+    assert results["ctxwarden"]["input_tokens"] < results["none"]["input_tokens"]
+    assert "| ctxwarden | 8,000 |" in out_md.read_text()
+    assert out_png.read_bytes()[:4] == b"\x89PNG"
+    printed = capsys.readouterr()
+    assert "| strategy | window |" in printed.out
+
+
+def test_unreadable_files_are_skipped_and_nothing_readable_exits_2(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text("[1]", encoding="utf-8")
+    assert bench.main([str(broken), "--windows", "8000", "--no-overhead"]) == 2
+
+
+def test_cache_cost_counts_the_shared_prefix_at_a_tenth(tmp_path: Path) -> None:
+    recording = load_recording(_session(tmp_path, steps=3))
+    run = replay(recording, "none", 200_000, tmp_path)
+    result = figures(run, TokenMeter())
+    assert result.calls == 4
+    # with nothing managed every call extends the previous one, so only the new messages pay full price
+    assert result.cache_cost_calls < 0.5 * result.input_tokens
+    assert result.cache_cost == result.cache_cost_calls  # no summarizer ran
+    assert result.overflows == 0
+
+
+def test_overhead_microbenchmark_times_every_strategy() -> None:
+    timings = time_per_call(20_000, messages=200, calls=3)
+    assert set(timings) == {"ctxwarden", "deepagents summarization", "langchain context editing"}
+    assert all(ms > 0 for ms in timings.values())
