@@ -102,8 +102,13 @@ class ContextPolicy:
 
     @classmethod
     def cost_first(cls, mask_after_turns: int = 3, **changes: Any) -> ContextPolicy:
-        """The cost-first preset: tool results older than the newest turns are masked at any fill."""
-        return cls(mask_after_turns=mask_after_turns, **changes)
+        """The cost-first preset, for those who pay per token more than they need recall.
+
+        Results and large arguments older than the newest `mask_after_turns` turns are masked at
+        any fill, clearing runs from 30% down to 20% and folding from 40%, keeping 5% verbatim.
+        """
+        preset: dict[str, Any] = {"clear_at": 0.30, "clear_to": 0.20, "summarize_at": 0.40, "fold_keep_share": 0.05}
+        return cls(mask_after_turns=mask_after_turns, **(preset | changes))
 
     def replace(self, **changes: Any) -> ContextPolicy:
         """A copy with `changes` applied, validated like a new policy."""
