@@ -1,0 +1,62 @@
+"""The documentation cannot drift: its code runs, its schema is generated, and the site builds strictly."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxwarden.observe.schema import BEGIN, END, section
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+
+
+def _python_blocks(path: Path) -> list[str]:
+    return re.findall(r"```python\n(.+?)\n```", path.read_text(encoding="utf-8"), flags=re.S)
+
+
+RUNNABLE = [
+    pytest.param(block, id=f"{path.name}-{n}")
+    for path in DOCS
+    for n, block in enumerate(_python_blocks(path))
+    if not block.startswith("# requires:")
+]
+
+
+@pytest.mark.parametrize("block", RUNNABLE)
+def test_docs_python_examples_run(block: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "docs", "exec"), {"__name__": "docs_example"})
+
+
+def test_examples_that_need_a_service_say_which() -> None:
+    skipped = [b for path in DOCS for b in _python_blocks(path) if b.startswith("# requires:")]
+    assert all(len(b.splitlines()[0]) > len("# requires: ") + 5 for b in skipped)
+
+
+def test_the_trace_schema_in_the_docs_is_the_one_the_migrations_make() -> None:
+    text = (ROOT / "docs" / "observe.md").read_text(encoding="utf-8")
+    documented = text[text.index(BEGIN) : text.index(END) + len(END)]
+    assert documented == section(), (
+        "regenerate: python -c 'from ctxwarden.observe.schema import section; print(section())'"
+    )
+
+
+def test_the_site_builds_with_strict_checks(tmp_path: Path) -> None:
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "site" / "index.html").is_file()
+    assert (tmp_path / "site" / "benchmarks" / "index.html").is_file()
