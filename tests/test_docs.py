@@ -40,7 +40,7 @@ def test_examples_that_need_a_service_say_which() -> None:
 
 
 def test_the_trace_schema_in_the_docs_is_the_one_the_migrations_make() -> None:
-    text = (ROOT / "docs" / "observe.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "trace.md").read_text(encoding="utf-8")
     documented = text[text.index(BEGIN) : text.index(END) + len(END)]
     assert documented == section(), (
         "regenerate: python -c 'from ctxwarden.observe.schema import section; print(section())'"

@@ -1,6 +1,6 @@
 """The trace schema as documentation, read from a freshly migrated database.
 
-`docs/observe.md` embeds this table; a test regenerates it and fails when they differ,
+`docs/trace.md` embeds this table; a test regenerates it and fails when they differ,
 so the documented schema cannot drift from the migrations.
 """
 
