@@ -60,3 +60,26 @@ def test_the_site_builds_with_strict_checks(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "index.html").is_file()
     assert (tmp_path / "site" / "benchmarks" / "index.html").is_file()
+
+
+def test_the_reliability_page_quotes_the_tests_it_describes() -> None:
+    import test_load
+    import test_nothing_lost
+    from test_bad_input import HOSTILE_IDS
+
+    page = (ROOT / "docs" / "reliability.md").read_text(encoding="utf-8")
+    conversations = len(test_load.WORKERS) * test_load.THREAD_IDS_PER_WORKER
+    events = test_load.MODEL_CALLS + test_load.TOOL_CALLS + test_load.EVICTIONS
+    quoted = [
+        f"{test_load.THREADS} threads and {test_load.PROCESSES} processes",
+        f"{conversations} conversations of {test_load.TURNS_PER_THREAD} turns",
+        f"{test_load.MODEL_CALLS:,} model",
+        f"{test_load.TOOL_CALLS:,} tool calls",
+        f"{test_load.EVICTIONS} evictions",
+        f"{events:,} trace events",
+        f"| {test_nothing_lost.EXAMPLES} |",
+        f"({len(HOSTILE_IDS)} values, each as both)",
+        ", ".join(f"{w:,}" for w in test_nothing_lost.WINDOWS[:2]),
+    ]
+    for text in quoted:
+        assert text in page, text

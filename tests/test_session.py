@@ -219,3 +219,24 @@ def test_a_turn_still_waiting_for_a_tool_result_cannot_seed_a_fork() -> None:
         seed_messages(messages, {}, [0], "source")
     with pytest.raises(ForkError, match="choose at least one unit"):
         seed_messages(messages, {}, [], "source")
+
+
+@pytest.mark.parametrize(("durability", "saved_before_the_tool"), [(None, True), ("exit", False)])
+def test_each_step_is_checkpointed_before_the_next_runs(
+    state_dir: Path, durability: str | None, saved_before_the_tool: bool
+) -> None:
+    """A process killed inside a tool then resumes after the model call that asked for it, not before."""
+    seen: list[bool] = []
+
+    @tool
+    def probe(page: int) -> str:
+        """Look at what the checkpoint holds while the tool runs."""
+        saved = session.agent.get_state(session.config).values.get("messages", [])
+        seen.append(any(getattr(m, "tool_calls", None) for m in saved))
+        return "ok"
+
+    call = AIMessage("", tool_calls=[{"name": "probe", "args": {"page": 1}, "id": "p1"}])
+    session = Session(scripted_model([call, AIMessage("done")], window=32_000), [probe], state_dir=state_dir)
+    session.invoke("go", **({"durability": durability} if durability else {}))
+    session.close()
+    assert seen == [saved_before_the_tool]

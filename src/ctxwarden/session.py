@@ -31,6 +31,7 @@ from ctxwarden.observe.thread import reader_graph
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.build import CHECKPOINTS_FILE, DEFAULT_STATE_DIR, create_context_agent
 from ctxwarden.stack.checkpoints import SqliteCheckpointer, open_checkpointer
+from ctxwarden.stack.isolation import ThreadIsolatedBackend
 
 DEFAULT_THREAD = "main"
 
@@ -59,7 +60,7 @@ class Session:
         self.checkpointer: SqliteCheckpointer = open_checkpointer(self.state_dir / CHECKPOINTS_FILE)
         self.trace = TraceStore(self.state_dir / TRACE_FILE)
         self.recorder = TraceRecorder(self.trace)
-        self.backend = FilesystemBackend(root_dir=self.state_dir, virtual_mode=True)
+        self.backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=self.state_dir, virtual_mode=True))
         self.meter = TokenMeter()
         self.model = model
         self.agent = self._build(model)
@@ -100,18 +101,22 @@ class Session:
 
     # --- running ----------------------------------------------------------------
     def invoke(self, message: str | BaseMessage | dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        """Send one user message; returns the thread's state values after the agent's turn."""
-        return dict(self.agent.invoke(_input(message), self.config, **kwargs))
+        """Send one user message; returns the thread's state values after the agent's turn.
+
+        Every step is checkpointed before the next starts (`durability="sync"` unless given):
+        a process killed mid-turn resumes from its last step without running any step twice.
+        """
+        return dict(self.agent.invoke(_input(message), self.config, **_durable(kwargs)))
 
     async def ainvoke(self, message: str | BaseMessage | dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return dict(await self.agent.ainvoke(_input(message), self.config, **kwargs))
+        return dict(await self.agent.ainvoke(_input(message), self.config, **_durable(kwargs)))
 
     def stream(self, message: str | BaseMessage | dict[str, Any], **kwargs: Any) -> Iterator[Any]:
         """Stream the agent's turn (`stream_mode` and the rest as for `CompiledStateGraph.stream`)."""
-        yield from self.agent.stream(_input(message), self.config, **kwargs)
+        yield from self.agent.stream(_input(message), self.config, **_durable(kwargs))
 
     async def astream(self, message: str | BaseMessage | dict[str, Any], **kwargs: Any) -> AsyncIterator[Any]:
-        async for chunk in self.agent.astream(_input(message), self.config, **kwargs):
+        async for chunk in self.agent.astream(_input(message), self.config, **_durable(kwargs)):
             yield chunk
 
     @property
@@ -163,6 +168,10 @@ class Session:
             summarizer=self.summarizer,
             **self.agent_kwargs,
         )
+
+
+def _durable(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {"durability": "sync", **kwargs}
 
 
 def _input(message: str | BaseMessage | dict[str, Any]) -> dict[str, Any]:

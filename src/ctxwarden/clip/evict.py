@@ -7,10 +7,15 @@ cut themselves at 20,000 tokens, which alone can overflow a small window); it ke
 structure-aware preview instead of a blind head and tail; and it writes the exact
 original (bytes, via `upload_files`) to a per-thread, per-namespace path. A failed
 write keeps the original message and records the failure; the run goes on.
+
+Output holding bytes that are not valid UTF-8 (lone surrogates in the string) is
+offloaded whatever its size: a checkpoint cannot store those bytes exactly, so the
+file keeps them and the message shows them as U+FFFD.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +31,9 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
 from ctxwarden.core.stamp import METADATA_KEY, RECENT, last_stamped
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+"""Lone surrogates: how undecodable bytes of a tool's output survive in a Python string."""
 
 RECALL_TOOL = "recall"
 """ctxwarden's own recall tool: its output is bounded, so it is never evicted."""
@@ -83,23 +91,33 @@ class Evictor:
             return None
         threshold = self.threshold(request)
         tokens = self.meter.message_tokens(message)
-        if tokens <= threshold:
-            return None
         text = text_of(message)
+        exact = not _SURROGATES.search(text)
+        if tokens <= threshold and exact:
+            return None
         thread, namespace, _run = step_context()
         call_id = message.tool_call_id or str(request.tool_call.get("id") or "no-id")
         path = result_path(thread, namespace, call_id)
-        shown = preview(text, max_chars=max(400, min(4_000, threshold * 2)))
         tool = message.name or request.tool_call.get("name") or "tool"
-        marker = (
-            f"[ctxwarden: evicted {tool} output of {tokens:,} tokens ({shown.total_chars:,} chars, "
-            f"{shown.total_lines:,} lines) to {path}; above: {shown.shown_lines:,} of its lines. "
-            f'Page through it with read_file(file_path="{path}", offset=0, limit=200), '
-            f'or get the exact text with {RECALL_TOOL}(call_id="{call_id}").]'
-        )
-        body = f"{shown.text}\n{marker}"
+        readable = _SURROGATES.sub("\ufffd", text)
+        if tokens <= threshold:  # small, but a checkpoint cannot store its undecodable bytes exactly
+            shown_text = readable
+            marker = (
+                f"[ctxwarden: this {tool} output holds bytes that are not valid UTF-8, shown above as \ufffd; "
+                f'its exact bytes are in {path} (read_file(file_path="{path}")).]'
+            )
+        else:
+            shown = preview(readable, max_chars=max(400, min(4_000, threshold * 2)))
+            shown_text = shown.text
+            marker = (
+                f"[ctxwarden: evicted {tool} output of {tokens:,} tokens ({shown.total_chars:,} chars, "
+                f"{shown.total_lines:,} lines) to {path}; above: {shown.shown_lines:,} of its lines. "
+                f'Page through it with read_file(file_path="{path}", offset=0, limit=200), '
+                f'or get the exact text with {RECALL_TOOL}(call_id="{call_id}").]'
+            )
+        body = f"{shown_text}\n{marker}"
         blocks = _non_text_blocks(message)
-        record = {"evicted": True, "path": path, "tokens": tokens, "chars": len(text)}
+        record = {"evicted": True, "path": path, "tokens": tokens, "chars": len(text), "exact_utf8": exact}
         replaced = message.model_copy(
             update={
                 "content": [{"type": "text", "text": body}, *blocks] if blocks else body,
@@ -113,6 +131,7 @@ class Evictor:
             "tokens": tokens,
             "preview_tokens": self.meter.message_tokens(replaced),
             "threshold": threshold,
+            "reason": "size" if tokens > threshold else "not-utf8",
         }
         return path, encode(text), replaced, event
 

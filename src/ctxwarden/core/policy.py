@@ -96,6 +96,9 @@ class ContextPolicy:
     summarizer_retries: int = 1
     """Retries of the summarizer model before the deterministic summary is used."""
 
+    summarizer_timeout: float | None = 120.0
+    """Seconds one summarizer call may take before it counts as failed (`None`: no limit)."""
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "clear_exclude_tools", _names(self.clear_exclude_tools))
         _check(self)
@@ -184,6 +187,9 @@ def _check(policy: ContextPolicy) -> None:
     _check_count(policy, "summarizer_retries", minimum=0)
     if policy.mask_after_turns is not None:
         _check_count(policy, "mask_after_turns", minimum=1)
+    timeout = policy.summarizer_timeout
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0):
+        raise _fail("summarizer_timeout", timeout, "is not a positive number of seconds", "pass e.g. 120, or None")
     if not isinstance(policy.fold_min_saving, int | float) or not 0 <= policy.fold_min_saving < 1:
         raise _fail("fold_min_saving", policy.fold_min_saving, "is outside [0, 1)", "pass e.g. 0.10")
 

@@ -129,7 +129,12 @@ class Folder:
         if plan.prompt is None:
             return self._deterministic(plan, given, fallback=False)
         try:
-            return model_summary(plan.summarizer, plan.prompt, retries=self.policy.summarizer_retries)
+            return model_summary(
+                plan.summarizer,
+                plan.prompt,
+                retries=self.policy.summarizer_retries,
+                timeout=self.policy.summarizer_timeout,
+            )
         except Exception as exc:  # the run goes on with the deterministic summary
             return self._deterministic(plan, given, fallback=True, error=f"{type(exc).__name__}: {exc}")
 
@@ -137,7 +142,12 @@ class Folder:
         if plan.prompt is None:
             return self._deterministic(plan, given, fallback=False)
         try:
-            return await amodel_summary(plan.summarizer, plan.prompt, retries=self.policy.summarizer_retries)
+            return await amodel_summary(
+                plan.summarizer,
+                plan.prompt,
+                retries=self.policy.summarizer_retries,
+                timeout=self.policy.summarizer_timeout,
+            )
         except Exception as exc:  # the run goes on with the deterministic summary
             return self._deterministic(plan, given, fallback=True, error=f"{type(exc).__name__}: {exc}")
 

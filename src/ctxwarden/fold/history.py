@@ -4,10 +4,19 @@ One file per thread and agent namespace (`/conversation_history/<thread>.md`, a
 subagent's under `/conversation_history/<thread>/<namespace>.md`), one section per
 fold. A retry finds its section already there and writes nothing, so a fold is never
 written twice.
+
+A backend has no append, so a new section rewrites the whole file, and a process
+killed during that write leaves the file cut short (a filesystem truncates it first).
+So the new text is staged first, in a hidden file in the thread's folder, ending with a
+line that says the staging finished; a later write that finds a finished staged text
+the file is a prefix of starts from it. And fold N's section replaces whatever the file
+holds from `## fold N` on: a section cut short by a kill, or sections written by a run
+whose checkpoint was lost (the thread knows only the folds before N).
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from ctxwarden.clip.evict import decode, encode
@@ -15,6 +24,7 @@ from ctxwarden.clip.names import safe_component
 from ctxwarden.fold.transcript import section_marker
 
 HISTORY_DIR = "conversation_history"
+_STAGED_END = b"\n<!-- ctxwarden: staged "
 
 
 def history_path(thread_id: str | None, namespace: str) -> str:
@@ -24,17 +34,58 @@ def history_path(thread_id: str | None, namespace: str) -> str:
     return f"/{HISTORY_DIR}/{thread}.md"
 
 
+def staged_path(path: str) -> str:
+    """Where a rewrite of the history file `path` is staged: a hidden file in its thread's folder."""
+    folder, _, name = path.rpartition("/")
+    if folder == f"/{HISTORY_DIR}":  # the top-level agent's file: stage it under /conversation_history/<thread>/
+        folder = f"{folder}/{name.removesuffix('.md')}"
+    return f"{folder}/.{name}.staged"
+
+
+def _content(response: Any) -> bytes | None:
+    return response.content if response.error is None and response.content is not None else None
+
+
+def _finished(staged: bytes | None) -> str | None:
+    """The text of a staged rewrite whose write finished, else `None`."""
+    if staged is None:
+        return None
+    body, sep, end = staged.rpartition(_STAGED_END)
+    return decode(body) if sep and end == f"{len(body)} bytes -->\n".encode() else None
+
+
+def _staged(data: bytes) -> bytes:
+    return data + _STAGED_END + f"{len(data)} bytes -->\n".encode()
+
+
+def _rewrite(current: bytes | None, staged: bytes | None, number: int, section: str) -> tuple[str, str]:
+    """What the file holds now, and what it must hold with fold `number`'s section as its last."""
+    text = decode(current) if current is not None else ""
+    finished = _finished(staged)
+    base = finished if finished is not None and finished.startswith(text) else text
+    start = base.find("\n" + section_marker(number))
+    return text, (base if start < 0 else base[:start]) + section
+
+
 def append_section(backend: Any, path: str, number: int, section: str) -> str | None:
-    """Append `section` unless fold `number` is already there; returns an error message or `None`."""
+    """Write `section` as fold `number`'s, unless it is already there; returns an error message or `None`."""
     if backend is None:
         return "no backend to write the history file to"
+    staging = staged_path(path)
     try:
-        (found,) = backend.download_files([path])
-        existing = decode(found.content) if found.error is None and found.content is not None else ""
-        if section_marker(number) in existing:
-            return None
-        (written,) = backend.upload_files([(path, encode(existing + section))])
-        return None if written.error is None else str(written.error)
+        found, staged = backend.download_files([path, staging])
+        text, wanted = _rewrite(_content(found), _content(staged), number, section)
+        if wanted != text:
+            data = encode(wanted)
+            with contextlib.suppress(Exception):  # best effort: a backend refusing it still gets the file
+                backend.upload_files([(staging, _staged(data))])
+            (written,) = backend.upload_files([(path, data)])
+            if written.error is not None:
+                return str(written.error)
+        if wanted != text or _content(staged) is not None:
+            with contextlib.suppress(Exception):  # without delete, the finished staging stays; the next write reads it
+                backend.delete(staging)
+        return None
     except Exception as exc:  # a backend that raises instead of reporting
         return f"{type(exc).__name__}: {exc}"
 
@@ -42,15 +93,23 @@ def append_section(backend: Any, path: str, number: int, section: str) -> str | 
 async def aappend_section(backend: Any, path: str, number: int, section: str) -> str | None:
     if backend is None:
         return "no backend to write the history file to"
+    staging = staged_path(path)
     try:
-        (found,) = await backend.adownload_files([path])
-        existing = decode(found.content) if found.error is None and found.content is not None else ""
-        if section_marker(number) in existing:
-            return None
-        (written,) = await backend.aupload_files([(path, encode(existing + section))])
-        return None if written.error is None else str(written.error)
+        found, staged = await backend.adownload_files([path, staging])
+        text, wanted = _rewrite(_content(found), _content(staged), number, section)
+        if wanted != text:
+            data = encode(wanted)
+            with contextlib.suppress(Exception):  # best effort: a backend refusing it still gets the file
+                await backend.aupload_files([(staging, _staged(data))])
+            (written,) = await backend.aupload_files([(path, data)])
+            if written.error is not None:
+                return str(written.error)
+        if wanted != text or _content(staged) is not None:
+            with contextlib.suppress(Exception):  # without delete, the finished staging stays; the next write reads it
+                await backend.adelete(staging)
+        return None
     except Exception as exc:  # a backend that raises instead of reporting
         return f"{type(exc).__name__}: {exc}"
 
 
-__all__ = ["HISTORY_DIR", "aappend_section", "append_section", "history_path"]
+__all__ = ["HISTORY_DIR", "aappend_section", "append_section", "history_path", "staged_path"]

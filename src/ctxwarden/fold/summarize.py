@@ -9,9 +9,12 @@ themselves, and the run goes on.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import re
+import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,12 +98,12 @@ def prompt_for(
     )
 
 
-def model_summary(model: Any, prompt: str, *, retries: int) -> Summary:
-    """Ask `model`, retrying `retries` times; raises the last error when every try failed."""
+def model_summary(model: Any, prompt: str, *, retries: int, timeout: float | None = None) -> Summary:
+    """Ask `model`, retrying `retries` times, each try bounded by `timeout` seconds; raises the last error."""
     error: Exception | None = None
     for _attempt in range(retries + 1):
         try:
-            reply = model.invoke([HumanMessage(prompt)])
+            reply = _call_with_timeout(lambda: model.invoke([HumanMessage(prompt)]), timeout)
             return _from_reply(model, reply)
         except Exception as exc:  # any provider failure falls back, after the retries
             error = exc
@@ -108,16 +111,50 @@ def model_summary(model: Any, prompt: str, *, retries: int) -> Summary:
     raise error
 
 
-async def amodel_summary(model: Any, prompt: str, *, retries: int) -> Summary:
+async def amodel_summary(model: Any, prompt: str, *, retries: int, timeout: float | None = None) -> Summary:
     error: Exception | None = None
     for _attempt in range(retries + 1):
         try:
-            reply = await model.ainvoke([HumanMessage(prompt)])
+            try:
+                reply = await asyncio.wait_for(model.ainvoke([HumanMessage(prompt)]), timeout)
+            except TimeoutError:
+                raise TimeoutError(_timed_out(timeout)) from None
             return _from_reply(model, reply)
         except Exception as exc:  # any provider failure falls back, after the retries
             error = exc
     assert error is not None
     raise error
+
+
+def _call_with_timeout(call: Callable[[], Any], timeout: float | None) -> Any:
+    """`call()`, given up after `timeout` seconds.
+
+    A blocking call cannot be cancelled, so it runs in a daemon thread (with the
+    caller's context) that is abandoned when time is up; the fold goes on without it.
+    """
+    if timeout is None:
+        return call()
+    outcome: dict[str, Any] = {}
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            outcome["reply"] = context.run(call)
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name="ctxwarden-summarizer", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise TimeoutError(_timed_out(timeout))
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["reply"]
+
+
+def _timed_out(timeout: float | None) -> str:
+    return f"the summarizer did not answer within {timeout:g} s (ContextPolicy.summarizer_timeout)"
 
 
 def _from_reply(model: Any, reply: Any) -> Summary:

@@ -37,7 +37,7 @@ def render(message: BaseMessage, *, max_chars: int | None = None) -> str:
     parts = []
     if isinstance(message, ToolMessage):
         role = f"{role} ({message.name or 'tool'}, call {message.tool_call_id})"
-    if text.strip():
+    if text:  # whitespace too: the history file keeps the text exactly
         parts.append(text)
     if isinstance(message, AIMessage):
         for call in message.tool_calls:

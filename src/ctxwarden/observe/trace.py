@@ -4,7 +4,9 @@ Separate from the checkpoints and never fed back to the model: it is for people 
 scorers. One row per event — sortable id, time, thread, checkpoint namespace, run,
 kind, model, JSON payload. WAL mode and a busy timeout let several threads and
 processes append at once; each write is one short transaction, retried when another
-writer holds the lock, so no event is lost to "database is locked".
+writer holds the lock, so no event is lost to "database is locked". A lock held far
+longer than any append takes (about 20 s with the defaults: `busy_timeout_s` per try,
+`retries` retries) means something else is wrong: the event is given up, the run goes on.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class TraceError(CtxwardenError):
 class TraceStore:
     """Appends events to, and reads them from, one `trace.sqlite` file."""
 
-    def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0, retries: int = 8) -> None:
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 5.0, retries: int = 3) -> None:
         self.path = Path(path)
         self.busy_timeout_s = busy_timeout_s
         self.retries = retries

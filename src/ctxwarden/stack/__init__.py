@@ -3,6 +3,7 @@
 from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
 from ctxwarden.stack.build import context_middleware, create_context_agent
 from ctxwarden.stack.checkpoints import SqliteCheckpointer, open_checkpointer
+from ctxwarden.stack.isolation import ThreadIsolatedBackend
 from ctxwarden.stack.middleware import ContextWindowMiddleware
 
 __all__ = [
@@ -11,6 +12,7 @@ __all__ = [
     "ContextWindowMiddleware",
     "LayerEdit",
     "SqliteCheckpointer",
+    "ThreadIsolatedBackend",
     "context_middleware",
     "create_context_agent",
     "open_checkpointer",

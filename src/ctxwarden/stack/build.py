@@ -28,6 +28,7 @@ from ctxwarden.fold.layer import FoldedView, FoldLayer
 from ctxwarden.observe.recorder import TraceRecorder
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.checkpoints import open_checkpointer
+from ctxwarden.stack.isolation import ThreadIsolatedBackend
 from ctxwarden.stack.middleware import ContextWindowMiddleware
 from ctxwarden.stack.pick import ModelPicker, model_from_context
 
@@ -114,7 +115,8 @@ def create_context_agent(
     `layers` are extra lifecycle stages run after ctxwarden's own on every model call.
     Defaults: a `SqliteSaver` at `<state_dir>/checkpoints.sqlite` (usable from sync and
     async code), the trace at `<state_dir>/trace.sqlite` (`trace=False` for none) and a
-    `FilesystemBackend` confined to `state_dir`. Pass `checkpointer`
+    `FilesystemBackend` confined to `state_dir`, on which a running thread sees only its
+    own offloaded files (`ThreadIsolatedBackend`). Pass `checkpointer`
     or `backend` to use others (Postgres, a `StoreBackend`, ...); other keyword
     arguments go to `create_deep_agent`.
     """
@@ -123,7 +125,7 @@ def create_context_agent(
     if checkpointer is None:
         checkpointer = open_checkpointer(state / CHECKPOINTS_FILE)
     if backend is None:
-        backend = FilesystemBackend(root_dir=state, virtual_mode=True)
+        backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=state, virtual_mode=True))
     if trace is True:
         trace = state / TRACE_FILE
     stack = [

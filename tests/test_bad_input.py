@@ -1,0 +1,210 @@
+"""Bad input at the edges of the stack: hostile ids, binary output, oversized messages, orphans in a resumed thread.
+
+Each gets a clear error or a documented degradation, never a crash mid-run, and files
+never leave the state dir. (Malformed skills, MEMORY.md and AGENTS.md: tests/test_admit.py;
+a model without window information: tests/test_window.py; invalid policy values:
+tests/test_policy.py.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.exceptions import ContextOverflowError
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+
+from ctxwarden import DETERMINISTIC, ContextStillTooLargeError, TraceStore, compact, create_context_agent
+from ctxwarden.core.stamp import METADATA_KEY
+from ctxwarden.replay import ScriptedChatModel, scripted_model
+
+LOG = "\n".join(f"line {i}: compiled module_{i} in {i % 7} ms" for i in range(1_500))
+
+HOSTILE_IDS = [
+    "../../escape",
+    "/etc/passwd",
+    "a\x00b",
+    "..",
+    ".",
+    "x" * 5_000,
+    "スレッド-é/..\\..\\win",
+    "~/.ssh/id_rsa",
+    " ",
+]
+
+
+@tool
+def build(target: str) -> str:
+    """Run the build and return its log."""
+    return LOG
+
+
+@tool
+def raw_bytes(target: str) -> bytes:
+    """Return raw bytes, as a careless tool might."""
+    return bytes(range(256)) * 40
+
+
+@tool
+def undecodable(target: str) -> str:
+    """Return text decoded from bytes that are not UTF-8 (lone surrogates)."""
+    return (b"\xff\xfe latin-1: caf\xe9 " * 400).decode("utf-8", "surrogateescape")
+
+
+def _files(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_IDS, ids=lambda v: repr(v)[:20])
+def test_hostile_thread_and_call_ids_never_leave_the_state_dir(tmp_path: Path, hostile: str) -> None:
+    state_dir = tmp_path / "deep" / "state"
+    calls = AIMessage("", tool_calls=[{"name": "build", "args": {"target": "all"}, "id": hostile}])
+    agent = create_context_agent(
+        scripted_model([calls, AIMessage("built")], window=8_000), [build], state_dir=state_dir
+    )
+    config = {"configurable": {"thread_id": hostile}}
+    out = agent.invoke({"messages": [("user", "build")]}, config)
+    assert out["messages"][-1].content == "built"
+    assert compact(agent, config, summarizer="deterministic") is not None
+    agent.checkpointer.conn.close()
+
+    assert _files(tmp_path) == _files(state_dir)  # nothing written beside or above the state dir
+    (eviction,) = TraceStore(state_dir / "trace.sqlite").events(kind="eviction")
+    written = (state_dir / eviction.payload["path"].lstrip("/")).resolve()
+    assert written.is_relative_to(state_dir.resolve())
+    assert written.read_text(encoding="utf-8") == LOG
+    histories = list((state_dir / "conversation_history").rglob("*.md"))
+    assert len(histories) == 1
+    assert histories[0].resolve().is_relative_to(state_dir.resolve())
+    placeholder = next(m for m in out["messages"] if isinstance(m, ToolMessage))
+    assert eviction.payload["path"] in str(placeholder.content)
+
+
+def test_two_hostile_ids_that_sanitize_alike_keep_separate_files(tmp_path: Path) -> None:
+    for thread in ("a/b", "a_b", "a\x00b"):
+        calls = AIMessage("", tool_calls=[{"name": "build", "args": {"target": "all"}, "id": "same"}])
+        agent = create_context_agent(
+            scripted_model([calls, AIMessage("ok")], window=8_000), [build], state_dir=tmp_path
+        )
+        agent.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": thread}})
+        agent.checkpointer.conn.close()
+    paths = {e.payload["path"] for e in TraceStore(tmp_path / "trace.sqlite").events(kind="eviction")}
+    assert len(paths) == 3
+
+
+@pytest.mark.parametrize("tool_fn", [raw_bytes, undecodable], ids=["bytes", "non-utf8"])
+def test_binary_and_non_utf8_output_is_kept_exactly(tmp_path: Path, tool_fn: Any) -> None:
+    calls = AIMessage("", tool_calls=[{"name": tool_fn.name, "args": {"target": "x"}, "id": "b1"}])
+    agent = create_context_agent(scripted_model([calls, AIMessage("ok")], window=8_000), [tool_fn], state_dir=tmp_path)
+    config = {"configurable": {"thread_id": "binary"}}
+    out = agent.invoke({"messages": [("user", "go")]}, config)
+    agent.checkpointer.conn.close()
+    assert out["messages"][-1].content == "ok"
+    message = next(m for m in out["messages"] if isinstance(m, ToolMessage))
+    original = tool_fn.invoke({"target": "x"})
+    expected = original if isinstance(original, str) else str(original)
+    record = message.response_metadata[METADATA_KEY]
+    assert record["evicted"] is True
+    data = (tmp_path / record["path"].lstrip("/")).read_bytes()
+    assert data.decode("utf-8", "surrogatepass") == expected
+    reopened = create_context_agent(scripted_model([], window=8_000), [tool_fn], state_dir=tmp_path)
+    stored = reopened.get_state(config).values["messages"]  # the checkpoint round-trips it too
+    assert next(m for m in stored if isinstance(m, ToolMessage)).content == message.content
+    reopened.checkpointer.conn.close()
+
+
+def test_a_small_non_utf8_output_is_offloaded_for_its_exact_bytes(tmp_path: Path) -> None:
+    @tool
+    def sniff(target: str) -> str:
+        """Read a few undecodable bytes."""
+        return b"magic: \x89PNG\r\n ok".decode("utf-8", "surrogateescape")
+
+    calls = AIMessage("", tool_calls=[{"name": "sniff", "args": {"target": "x"}, "id": "s1"}])
+    agent = create_context_agent(scripted_model([calls, AIMessage("ok")], window=200_000), [sniff], state_dir=tmp_path)
+    out = agent.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": "small"}})
+    agent.checkpointer.conn.close()
+    message = next(m for m in out["messages"] if isinstance(m, ToolMessage))
+    assert str(message.content).startswith("magic: \ufffdPNG\r\n ok\n[ctxwarden: this sniff output holds bytes")
+    exact = (tmp_path / "large_tool_results" / "small" / "s1").read_bytes()
+    assert exact.decode("utf-8", "surrogatepass") == sniff.invoke({"target": "x"})
+
+
+def test_a_tool_result_larger_than_the_whole_window_is_evicted(tmp_path: Path) -> None:
+    huge = LOG * 6  # ~90k tokens against an 8k window
+    calls = AIMessage("", tool_calls=[{"name": "echo", "args": {"text": "x"}, "id": "h1"}])
+
+    @tool
+    def echo(text: str) -> str:
+        """Echo a huge text."""
+        return huge
+
+    agent = create_context_agent(scripted_model([calls, AIMessage("ok")], window=8_000), [echo], state_dir=tmp_path)
+    out = agent.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": "huge"}})
+    agent.checkpointer.conn.close()
+    last_call = out["messages"][-1].response_metadata[METADATA_KEY]
+    assert last_call["input_tokens"] < 8_000
+    assert (tmp_path / "large_tool_results" / "huge" / "h1").read_text(encoding="utf-8") == huge
+
+
+class Refusing(ScriptedChatModel):
+    """A provider that refuses anything over its real limit."""
+
+    limit: int = 4_000
+
+    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        size = sum(len(str(m.content)) for m in messages) // 4
+        if size > self.limit:
+            raise ContextOverflowError(f"prompt is too long: {size} tokens > {self.limit} maximum")
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def test_a_user_message_larger_than_the_window_fails_clearly_and_is_kept(tmp_path: Path) -> None:
+    model = Refusing(messages=iter([AIMessage("never")]), profile={"max_input_tokens": 8_000})
+    agent = create_context_agent(model, state_dir=tmp_path)
+    config = {"configurable": {"thread_id": "too-big"}}
+    pasted = "paste " * 40_000
+    with pytest.raises(ContextStillTooLargeError, match="Fix: use a model with a larger window"):
+        agent.invoke({"messages": [HumanMessage(pasted)]}, config)
+    kept = agent.get_state(config).values["messages"]
+    assert any(m.content == pasted for m in kept)  # the input is in the checkpoint, not lost
+    overflow = TraceStore(tmp_path / "trace.sqlite").events(kind="context_overflow")
+    assert {e.payload["stage"] for e in overflow} == {"measured", "provider"}
+    agent.checkpointer.conn.close()
+
+
+def _seed(tmp_path: Path, thread: str, messages: list) -> None:
+    seeder = create_context_agent(scripted_model([], window=6_000), [build], state_dir=tmp_path)
+    seeder.update_state({"configurable": {"thread_id": thread}}, {"messages": messages})
+    seeder.checkpointer.conn.close()
+
+
+def test_orphaned_tool_calls_and_results_in_a_resumed_thread(tmp_path: Path) -> None:
+    thought = "Looking at the parser. " * 60
+    orphan_call = AIMessage(thought, tool_calls=[{"name": "build", "args": {"target": "a"}, "id": "lost"}])
+    orphan_result = ToolMessage("result of a call nobody made " * 50, tool_call_id="ghost", name="build")
+    history: list = [HumanMessage("start"), orphan_call, HumanMessage("where were we?"), orphan_result]
+    for i in range(8):
+        history += [
+            AIMessage(thought, tool_calls=[{"name": "build", "args": {"target": str(i)}, "id": f"b{i}"}]),
+            ToolMessage(f"build {i} ok " * 80, tool_call_id=f"b{i}", name="build"),
+        ]
+    _seed(tmp_path, "orphans", history)
+    calls = AIMessage("", tool_calls=[{"name": "build", "args": {"target": "z"}, "id": "z1"}])
+    agent = create_context_agent(
+        scripted_model([calls, AIMessage("resumed")], window=6_000),
+        [build],
+        state_dir=tmp_path,
+        summarizer=DETERMINISTIC,
+    )
+    config = {"configurable": {"thread_id": "orphans"}}
+    out = agent.invoke({"messages": [HumanMessage("go on")]}, config)
+    agent.checkpointer.conn.close()
+    assert out["messages"][-1].content == "resumed"
+    ids = [m.id for m in out["messages"]]
+    assert len(ids) == len(set(ids))
+    for message in history:  # every seeded message is still in the checkpoint, as it was
+        assert any(m.content == message.content for m in out["messages"])
+    events = TraceStore(tmp_path / "trace.sqlite").events(thread_id="orphans")
+    assert {"context_clear", "context_compaction"} & {e.kind for e in events}

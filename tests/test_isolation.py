@@ -1,0 +1,183 @@
+"""Isolation: one thread's offloaded results and history are not listed or readable through another's tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from deepagents.backends import FilesystemBackend
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import tool
+
+from ctxwarden import ContextPolicy, ThreadIsolatedBackend, compact, create_context_agent
+from ctxwarden.replay import scripted_model
+from ctxwarden.stack.isolation import owner_of
+
+SECRET = "token=owner-only-7f3a"
+LOG = "\n".join([f"INFO step {i}: {SECRET} compiled module_{i}" for i in range(900)])
+
+
+@tool
+def build(target: str) -> str:
+    """Run the build for `target` and return its log."""
+    return LOG
+
+
+def _calls(*calls: tuple[str, dict]) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": n, "args": a, "id": f"c{i}"} for i, (n, a) in enumerate(calls)])
+
+
+def _owner_thread(state_dir: Path) -> None:
+    """Thread `owner` evicts a large result and folds its history to a file."""
+    agent = create_context_agent(
+        scripted_model([_calls(("build", {"target": "all"})), AIMessage("built")], window=32_000),
+        [build],
+        state_dir=state_dir,
+    )
+    config = {"configurable": {"thread_id": "owner"}}
+    agent.invoke({"messages": [("user", "build it")]}, config)
+    compact(agent, config, summarizer="deterministic")
+    agent.checkpointer.conn.close()
+    assert (state_dir / "large_tool_results" / "owner" / "c0").is_file()
+    assert (state_dir / "conversation_history" / "owner.md").is_file()
+
+
+PROBES = [
+    ("read_file", {"file_path": "/large_tool_results/owner/c0"}),
+    ("read_file", {"file_path": "/conversation_history/owner.md"}),
+    ("read_file", {"file_path": "/large_tool_results/intruder/../owner/c0"}),
+    ("read_file", {"file_path": "//large_tool_results/owner/c0"}),
+    ("ls", {"path": "/large_tool_results/owner"}),
+    ("ls", {"path": "/large_tool_results"}),
+    ("ls", {"path": "/conversation_history"}),
+    ("glob", {"pattern": "**/*"}),
+    ("grep", {"pattern": "owner-only"}),
+    ("grep", {"pattern": "owner-only", "path": "/large_tool_results/owner"}),
+    ("edit_file", {"file_path": "/conversation_history/owner.md", "old_string": "## fold 1", "new_string": "gone"}),
+]
+
+
+def _intruder_results(state_dir: Path, *, isolate: bool = True) -> dict[str, ToolMessage]:
+    backend = None if isolate else FilesystemBackend(root_dir=state_dir, virtual_mode=True)
+    agent = create_context_agent(
+        scripted_model([_calls(*PROBES), AIMessage("done")], window=200_000),
+        [build],
+        state_dir=state_dir,
+        backend=backend,
+    )
+    out = agent.invoke({"messages": [("user", "look around")]}, {"configurable": {"thread_id": "intruder"}})
+    agent.checkpointer.conn.close()
+    return {m.tool_call_id: m for m in out["messages"] if isinstance(m, ToolMessage)}
+
+
+def test_another_thread_cannot_list_read_search_or_edit_what_a_thread_offloaded(state_dir: Path) -> None:
+    _owner_thread(state_dir)
+    results = _intruder_results(state_dir)
+    assert len(results) == len(PROBES)
+    for call_id, message in results.items():
+        assert SECRET not in str(message.content), (call_id, message.content)
+    assert "not allowed" in str(results["c2"].content)  # deepagents refuses `..` before the backend sees it
+    for call_id in ("c0", "c1", "c3", "c4", "c9", "c10"):
+        assert "another thread" in str(results[call_id].content), results[call_id].content
+    for call_id in ("c5", "c6", "c7", "c8"):  # listings and searches leave the other thread out
+        assert "owner" not in str(results[call_id].content), results[call_id].content
+    assert "## fold 1" in (state_dir / "conversation_history" / "owner.md").read_text(encoding="utf-8")
+
+
+def test_without_the_wrapper_the_same_tools_do_reach_it(state_dir: Path) -> None:
+    """The probes are real: on a plain backend they find the other thread's data."""
+    _owner_thread(state_dir)
+    results = _intruder_results(state_dir, isolate=False)
+    assert SECRET in str(results["c0"].content)
+    assert "owner" in str(results["c5"].content)
+
+
+def test_a_thread_still_reads_its_own_offloaded_files(state_dir: Path) -> None:
+    _owner_thread(state_dir)
+    agent = create_context_agent(
+        scripted_model(
+            [_calls(("read_file", {"file_path": "/large_tool_results/owner/c0", "limit": 5})), AIMessage("ok")],
+            window=200_000,
+        ),
+        [build],
+        state_dir=state_dir,
+    )
+    out = agent.invoke({"messages": [("user", "read it back")]}, {"configurable": {"thread_id": "owner"}})
+    agent.checkpointer.conn.close()
+    read = [m for m in out["messages"] if isinstance(m, ToolMessage)][-1]
+    assert SECRET in str(read.content)
+
+
+async def test_async_tools_are_isolated_too(state_dir: Path) -> None:
+    _owner_thread(state_dir)
+    agent = create_context_agent(
+        scripted_model([_calls(*PROBES), AIMessage("done")], window=200_000), [build], state_dir=state_dir
+    )
+    out = await agent.ainvoke({"messages": [("user", "look")]}, {"configurable": {"thread_id": "intruder"}})
+    agent.checkpointer.conn.close()
+    for message in out["messages"]:
+        if isinstance(message, ToolMessage):
+            assert SECRET not in str(message.content)
+
+
+def test_outside_a_run_the_operator_reaches_every_thread(state_dir: Path) -> None:
+    _owner_thread(state_dir)
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=state_dir, virtual_mode=True))
+    (found,) = backend.download_files(["/large_tool_results/owner/c0"])
+    assert found.error is None
+    assert found.content == LOG.encode()
+    assert backend.cwd == state_dir.resolve()  # the wrapped backend's attributes show through
+
+
+def test_batches_answer_each_path_in_order(tmp_path: Path) -> None:
+    inner = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    backend = ThreadIsolatedBackend(inner, current_thread=lambda: "me")
+    uploaded = backend.upload_files([("/large_tool_results/me/a", b"mine"), ("/large_tool_results/you/b", b"x")])
+    assert next(u.error for u in uploaded) is None
+    assert "permission_denied" in str(uploaded[1].error)
+    assert not (tmp_path / "large_tool_results" / "you").exists()
+    inner.upload_files([("/large_tool_results/you/b", b"theirs")])
+    downloaded = backend.download_files(["/large_tool_results/you/b", "/large_tool_results/me/a", "/notes.md"])
+    assert downloaded[0].content is None
+    assert "permission_denied" in str(downloaded[0].error)
+    assert downloaded[1].content == b"mine"
+    assert downloaded[2].error is not None
+    assert "permission_denied" not in str(downloaded[2].error)
+
+
+@pytest.mark.parametrize(
+    ("path", "owner"),
+    [
+        ("/large_tool_results/t1/c0", "t1"),
+        ("/large_tool_results/t1/tools_abc/c0", "t1"),
+        ("/conversation_history/t1.md", "t1"),
+        ("/conversation_history/t1/tools_abc.md", "t1"),
+        ("large_tool_results/t1", "t1"),
+        ("/x/../large_tool_results/t2/c0", "t2"),
+        ("/LARGE_TOOL_RESULTS/t2/c0", "t2"),
+        ("/large_tool_results", None),
+        ("/notes/large_tool_results/t1", None),
+        ("/memory/MEMORY.md", None),
+    ],
+)
+def test_owner_of_reads_the_thread_component(path: str, owner: str | None) -> None:
+    assert owner_of(path) == owner
+
+
+def test_the_policy_does_not_change_isolation(state_dir: Path) -> None:
+    """Isolation holds on a small window too, where the probes' own results are evicted."""
+    _owner_thread(state_dir)
+    agent = create_context_agent(
+        scripted_model([_calls(*PROBES), AIMessage("done")], window=8_000),
+        [build],
+        state_dir=state_dir,
+        policy=ContextPolicy(),
+    )
+    out = agent.invoke({"messages": [("user", "look")]}, {"configurable": {"thread_id": "intruder"}})
+    agent.checkpointer.conn.close()
+    assert all(SECRET not in str(m.content) for m in out["messages"] if isinstance(m, ToolMessage))
+    assert not (state_dir / "large_tool_results" / "intruder").exists() or all(
+        SECRET not in p.read_text(encoding="utf-8", errors="replace")
+        for p in (state_dir / "large_tool_results" / "intruder").rglob("*")
+        if p.is_file()
+    )
