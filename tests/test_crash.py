@@ -77,16 +77,18 @@ def _reopen(state_dir: Path, scenario: Scenario) -> Session:
 
 
 def _resume_and_go_on(session: Session) -> None:
-    """Run the interrupted step again and finish the turn (`invoke(None)`), then take one more turn."""
-    session.agent.invoke(None, session.config)
+    """Run the interrupted step again and finish the turn, then take one more turn."""
+    session.resume()
+    assert not session.interrupted
     assert session.invoke(FOLLOW_UP)["messages"][-1].content == LAST_REPLY
-    assert session.agent.get_state(session.config).next == ()
+    assert session.resume()["messages"][-1].content == LAST_REPLY  # nothing left to run
 
 
 async def _aresume_and_go_on(session: Session) -> None:
-    await session.agent.ainvoke(None, session.config)
+    await session.aresume()
+    assert not session.interrupted
     assert (await session.ainvoke(FOLLOW_UP))["messages"][-1].content == LAST_REPLY
-    assert session.agent.get_state(session.config).next == ()
+    assert (await session.aresume())["messages"][-1].content == LAST_REPLY
 
 
 def _expected_thread(script: list[AIMessage]) -> list[tuple[Any, ...]]:
@@ -217,6 +219,7 @@ def test_a_kill_midway_resumes_from_the_checkpoint_and_nothing_is_doubled_or_los
     scenario = SCENARIOS[name]
     _kill_midway(state_dir, name)
     with _reopen(state_dir, scenario) as session:
+        assert session.interrupted
         assert session.agent.get_state(session.config).next == (scenario.interrupted,)
         assert _folds_checkpointed(session) == FOLDS_CHECKPOINTED_AT_THE_KILL[name]
         _check_the_kill_left_damage(state_dir, name)
@@ -232,6 +235,7 @@ async def test_the_async_api_is_killed_and_resumed_the_same_way(state_dir: Path,
     scenario = SCENARIOS[name]
     _kill_midway(state_dir, name, api="ainvoke")
     with _reopen(state_dir, scenario) as session:
+        assert session.interrupted
         assert session.agent.get_state(session.config).next == (scenario.interrupted,)
         assert _folds_checkpointed(session) == FOLDS_CHECKPOINTED_AT_THE_KILL[name]
         _check_the_kill_left_damage(state_dir, name)
@@ -250,6 +254,7 @@ def test_with_background_checkpoints_the_lost_steps_are_redone_without_doubling(
     _kill_midway(state_dir, name, durability="async")
     with _reopen(state_dir, scenario) as session:
         assert _folds_checkpointed(session) <= FOLDS_CHECKPOINTED_AT_THE_KILL[name]  # it may lag behind
+        assert session.interrupted  # even when the lost checkpoint took the pending step's name with it
         _check_the_kill_left_damage(state_dir, name)
         _resume_and_go_on(session)
         folds, traced = _check_nothing_doubled_or_lost(state_dir, session, scenario)

@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from deepagents.backends import FilesystemBackend
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
 from ctxwarden.core.meter import TokenMeter
@@ -120,6 +120,28 @@ class Session:
             yield chunk
 
     @property
+    def interrupted(self) -> bool:
+        """Whether the last turn was left unfinished (e.g. its process was killed): `resume()` finishes it."""
+        return _unfinished(self.agent.get_state(self.config))
+
+    def resume(self, **kwargs: Any) -> dict[str, Any]:
+        """Finish the turn a killed or failed run left, from its last checkpoint; returns the state values.
+
+        Sending a new message instead would leave the unfinished tool calls cancelled.
+        With nothing unfinished it runs nothing.
+        """
+        state = self.agent.get_state(self.config)
+        if not _unfinished(state):
+            return dict(state.values)
+        return dict(self.agent.invoke(None, self.config, **_durable(kwargs)))
+
+    async def aresume(self, **kwargs: Any) -> dict[str, Any]:
+        state = await self.agent.aget_state(self.config)
+        if not _unfinished(state):
+            return dict(state.values)
+        return dict(await self.agent.ainvoke(None, self.config, **_durable(kwargs)))
+
+    @property
     def messages(self) -> list[BaseMessage]:
         """The thread's checkpointed messages (every one, as recorded)."""
         return list(self.agent.get_state(self.config).values.get("messages", []))
@@ -168,6 +190,19 @@ class Session:
             summarizer=self.summarizer,
             **self.agent_kwargs,
         )
+
+
+def _unfinished(state: Any) -> bool:
+    """Steps are pending, or the thread does not end on a final answer.
+
+    A checkpoint written in the background can be lost with its pending writes, so `next`
+    alone may be empty while the last step still waits for its successor.
+    """
+    if state.next:
+        return True
+    messages = state.values.get("messages") or []
+    last = messages[-1] if messages else None
+    return last is not None and not (isinstance(last, AIMessage) and not last.tool_calls)
 
 
 def _durable(kwargs: dict[str, Any]) -> dict[str, Any]:
