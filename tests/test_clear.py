@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, ClearToolUsesEdit, ContextEditingMiddleware, ModelRequest
+from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -21,6 +21,7 @@ from ctxwarden.clip.clear import NO_MASK
 from ctxwarden.observe import TraceStore
 from ctxwarden.replay import Recording, ReplayChatModel, replay_tools, scripted_model
 from ctxwarden.replay.driver import replay_into
+from views import Views
 
 WINDOW = 10_000
 PAGE = "word " * 480  # about 500 tokens: under the eviction threshold, large enough to matter
@@ -42,22 +43,6 @@ def attempt_log(note: str) -> str:
 def write_file(file_path: str, content: str) -> str:
     """Write a file."""
     return f"wrote {len(content)} chars to {file_path}"
-
-
-class Views(AgentMiddleware):
-    """Records what each model call receives (it runs inside ctxwarden)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.views: list[list[Any]] = []
-
-    def wrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
-        self.views.append(list(request.messages))
-        return handler(request)
-
-    async def awrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
-        self.views.append(list(request.messages))
-        return await handler(request)
 
 
 def _step(name: str, args: dict, call_id: str) -> AIMessage:

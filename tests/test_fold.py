@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from deepagents.backends import FilesystemBackend
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -20,6 +19,7 @@ from ctxwarden import ContextPolicy, ContextStillTooLargeError, context_middlewa
 from ctxwarden.fold import DETERMINISTIC, FOLD_STATE_KEY, SECTIONS, Folds, compact, deterministic_summary, is_summary
 from ctxwarden.observe import TraceStore, context_report
 from ctxwarden.replay import ScriptedChatModel, scripted_model
+from views import Views
 
 WINDOW = 4_000
 THOUGHT = "Let me think about the parser carefully. " * 40  # ~400 tokens of assistant text: clearing cannot touch it
@@ -29,20 +29,6 @@ THOUGHT = "Let me think about the parser carefully. " * 40  # ~400 tokens of ass
 def fetch(page: int) -> str:
     """Fetch a page."""
     return f"page {page}: " + "data " * 150
-
-
-class Views(AgentMiddleware):
-    def __init__(self) -> None:
-        super().__init__()
-        self.views: list[list[Any]] = []
-
-    def wrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
-        self.views.append(list(request.messages))
-        return handler(request)
-
-    async def awrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
-        self.views.append(list(request.messages))
-        return await handler(request)
 
 
 class Summarizer(ScriptedChatModel):

@@ -25,7 +25,6 @@ from typing import Any
 from deepagents.backends import FilesystemBackend
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain_core.language_models.model_profile import ModelProfile
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -36,6 +35,7 @@ from ctxwarden.clip.recoverability import HISTORY_REFERENCE, check_outputs
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.fold import is_summary
 from ctxwarden.replay import ScriptedChatModel
+from views import Views
 
 EXAMPLES = 30
 WINDOWS = (6_000, 12_000, 200_000)
@@ -71,18 +71,6 @@ _turn = st.fixed_dictionaries(
     }
 )
 conversations = st.lists(_turn, min_size=2, max_size=6)
-
-
-class Views(AgentMiddleware):
-    """Keeps what each model call was shown (runs inside the stack, after every layer)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.views: list[list[BaseMessage]] = []
-
-    def wrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
-        self.views.append(list(request.messages))
-        return handler(request)
 
 
 def _script(conversation: list[dict]) -> tuple[list[list[AIMessage]], dict[str, str]]:

@@ -23,24 +23,9 @@ from ctxwarden import (
 )
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.replay import scripted_model
+from views import Views
 
 CONFIG = {"configurable": {"thread_id": "t"}}
-
-
-class Probe(AgentMiddleware):
-    """A user middleware that records the requests it is handed."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[list[Any]] = []
-
-    def wrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
-        self.seen.append(list(request.messages))
-        return handler(request)
-
-    async def awrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
-        self.seen.append(list(request.messages))
-        return await handler(request)
 
 
 class Shorten:
@@ -90,7 +75,7 @@ def test_takes_the_summarization_slot_ahead_of_user_middleware(
         return real_create_agent(*args, **kwargs)
 
     monkeypatch.setattr(deepagents.graph, "create_agent", recording_create_agent)
-    probe = Probe()
+    probe = Views()
     agent = create_context_agent(scripted_model(["ok"], window=8_000), state_dir=state_dir, middleware=[probe])
     agent.checkpointer.conn.close()
 
@@ -102,7 +87,7 @@ def test_takes_the_summarization_slot_ahead_of_user_middleware(
         "ContextWindowMiddleware",
         "PatchToolCallsMiddleware",
     ]
-    assert names.index("ContextWindowMiddleware") < names.index("Probe")
+    assert names.index("ContextWindowMiddleware") < names.index("Views")
     assert not any(isinstance(m, DeepSummarization) for m in built[-1])
 
     # the general-purpose subagent inherits the replacement for its own summarization slot
@@ -114,7 +99,7 @@ def test_takes_the_summarization_slot_ahead_of_user_middleware(
 
 
 def test_user_middleware_sees_what_the_layers_produced(state_dir: Path) -> None:
-    probe = Probe()
+    probe = Views()
     agent = create_context_agent(
         scripted_model(["ok"], window=8_000),
         state_dir=state_dir,
@@ -123,16 +108,16 @@ def test_user_middleware_sees_what_the_layers_produced(state_dir: Path) -> None:
     )
     agent.invoke({"messages": [HumanMessage("a long request " * 50)]}, CONFIG)
     agent.checkpointer.conn.close()
-    assert [m.content for m in probe.seen[0]] == ["[short]"]
+    assert [m.content for m in probe.views[0]] == ["[short]"]
 
 
 def test_with_a_plain_langchain_agent_the_stack_goes_first() -> None:
-    probe = Probe()
+    probe = Views()
     agent = create_agent(
         scripted_model(["ok"], window=8_000), middleware=[*context_middleware(layers=[Shorten()]), probe]
     )
     agent.invoke({"messages": [HumanMessage("a long request " * 50)]})
-    assert [m.content for m in probe.seen[0]] == ["[short]"]
+    assert [m.content for m in probe.views[0]] == ["[short]"]
 
 
 def test_layers_run_in_order_each_on_a_fresh_measurement() -> None:
