@@ -67,6 +67,14 @@ def _rewrite(current: bytes | None, staged: bytes | None, number: int, section: 
     return text, (base if start < 0 else base[:start]) + section
 
 
+def _writes(found: Any, staged: Any, number: int, section: str) -> tuple[bytes | None, bool]:
+    """The file's new bytes (`None`: fold `number` is already there) and whether a staged copy is left to remove."""
+    current, staging = _content(found), _content(staged)
+    text, wanted = _rewrite(current, staging, number, section)
+    data = encode(wanted) if wanted != text else None
+    return data, data is not None or staging is not None
+
+
 def append_section(backend: Any, path: str, number: int, section: str) -> str | None:
     """Write `section` as fold `number`'s, unless it is already there; returns an error message or `None`."""
     if backend is None:
@@ -74,15 +82,14 @@ def append_section(backend: Any, path: str, number: int, section: str) -> str | 
     staging = staged_path(path)
     try:
         found, staged = backend.download_files([path, staging])
-        text, wanted = _rewrite(_content(found), _content(staged), number, section)
-        if wanted != text:
-            data = encode(wanted)
+        data, clear_staging = _writes(found, staged, number, section)
+        if data is not None:
             with contextlib.suppress(Exception):  # best effort: a backend refusing it still gets the file
                 backend.upload_files([(staging, _staged(data))])
             (written,) = backend.upload_files([(path, data)])
             if written.error is not None:
                 return str(written.error)
-        if wanted != text or _content(staged) is not None:
+        if clear_staging:
             with contextlib.suppress(Exception):  # without delete, the finished staging stays; the next write reads it
                 backend.delete(staging)
         return None
@@ -96,15 +103,14 @@ async def aappend_section(backend: Any, path: str, number: int, section: str) ->
     staging = staged_path(path)
     try:
         found, staged = await backend.adownload_files([path, staging])
-        text, wanted = _rewrite(_content(found), _content(staged), number, section)
-        if wanted != text:
-            data = encode(wanted)
+        data, clear_staging = _writes(found, staged, number, section)
+        if data is not None:
             with contextlib.suppress(Exception):  # best effort: a backend refusing it still gets the file
                 await backend.aupload_files([(staging, _staged(data))])
             (written,) = await backend.aupload_files([(path, data)])
             if written.error is not None:
                 return str(written.error)
-        if wanted != text or _content(staged) is not None:
+        if clear_staging:
             with contextlib.suppress(Exception):  # without delete, the finished staging stays; the next write reads it
                 await backend.adelete(staging)
         return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from deepagents.backends.protocol import (
     BackendProtocol,
@@ -32,6 +32,8 @@ from deepagents.backends.protocol import (
 from ctxwarden.clip.names import LARGE_RESULTS_DIR, safe_component
 from ctxwarden.core.runtime import step_context
 from ctxwarden.fold.history import HISTORY_DIR
+
+_Listing = TypeVar("_Listing", LsResult, GlobResult, GrepResult)
 
 PRIVATE_DIRS = (LARGE_RESULTS_DIR, HISTORY_DIR)
 """Top-level folders whose second component names the thread that owns what is below."""
@@ -66,69 +68,70 @@ class ThreadIsolatedBackend(BackendProtocol):
 
     def refusal(self, path: str) -> str | None:
         """Why the running thread may not touch `path`, or `None` when it may."""
+        return self._refusal(path, self._own())
+
+    def _own(self) -> str | None:
+        """The running thread's folder name, or `None` outside a run (read once per backend call)."""
         thread = self.current_thread()
-        owner = owner_of(path)
-        if thread is None or owner is None or owner == safe_component(thread):
+        return None if thread is None else safe_component(thread)
+
+    @staticmethod
+    def _refusal(path: str, own: str | None) -> str | None:
+        owner = owner_of(path) if own is not None else None
+        if owner is None or owner == own:
             return None
         return (
             f"permission_denied: {path} holds another thread's offloaded data; "
             "a thread reads only its own large_tool_results and conversation_history"
         )
 
-    def _visible(self, path: str | None) -> bool:
-        return path is None or self.refusal(path) is None
+    def _only_own(self, result: _Listing, field: str, own: str | None) -> _Listing:
+        """`result` with the entries of `field` that belong to another thread left out."""
+        items = getattr(result, field)
+        if items is not None and own is not None:
+            setattr(result, field, [i for i in items if self._refusal(i.get("path") or "", own) is None])
+        return result
 
     # --- listing and search -----------------------------------------------------
     def ls(self, path: str) -> LsResult:
-        if (why := self.refusal(path)) is not None:
+        own = self._own()
+        if (why := self._refusal(path, own)) is not None:
             return LsResult(error=why)
-        return self._ls(self.inner.ls(path))
+        return self._only_own(self.inner.ls(path), "entries", own)
 
     async def als(self, path: str) -> LsResult:
-        if (why := self.refusal(path)) is not None:
+        own = self._own()
+        if (why := self._refusal(path, own)) is not None:
             return LsResult(error=why)
-        return self._ls(await self.inner.als(path))
-
-    def _ls(self, result: LsResult) -> LsResult:
-        if result.entries is None:
-            return result
-        return LsResult(error=result.error, entries=[e for e in result.entries if self._visible(e.get("path"))])
+        return self._only_own(await self.inner.als(path), "entries", own)
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
-        if path is not None and (why := self.refusal(path)) is not None:
+        own = self._own()
+        if path is not None and (why := self._refusal(path, own)) is not None:
             return GlobResult(error=why)
-        return self._glob(self.inner.glob(pattern, path))
+        return self._only_own(self.inner.glob(pattern, path), "matches", own)
 
     async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
-        if path is not None and (why := self.refusal(path)) is not None:
+        own = self._own()
+        if path is not None and (why := self._refusal(path, own)) is not None:
             return GlobResult(error=why)
-        return self._glob(await self.inner.aglob(pattern, path))
-
-    def _glob(self, result: GlobResult) -> GlobResult:
-        if result.matches is None:
-            return result
-        result.matches = [m for m in result.matches if self._visible(m.get("path"))]
-        return result
+        return self._only_own(await self.inner.aglob(pattern, path), "matches", own)
 
     def grep(
         self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
     ) -> GrepResult:
-        if path is not None and (why := self.refusal(path)) is not None:
+        own = self._own()
+        if path is not None and (why := self._refusal(path, own)) is not None:
             return GrepResult(error=why)
-        return self._grep(self.inner.grep(pattern, path, glob, max_count=max_count))
+        return self._only_own(self.inner.grep(pattern, path, glob, max_count=max_count), "matches", own)
 
     async def agrep(
         self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
     ) -> GrepResult:
-        if path is not None and (why := self.refusal(path)) is not None:
+        own = self._own()
+        if path is not None and (why := self._refusal(path, own)) is not None:
             return GrepResult(error=why)
-        return self._grep(await self.inner.agrep(pattern, path, glob, max_count=max_count))
-
-    def _grep(self, result: GrepResult) -> GrepResult:
-        if result.matches is None:
-            return result
-        result.matches = [m for m in result.matches if self._visible(m.get("path"))]
-        return result
+        return self._only_own(await self.inner.agrep(pattern, path, glob, max_count=max_count), "matches", own)
 
     # --- single files -----------------------------------------------------------
     def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
@@ -172,25 +175,41 @@ class ThreadIsolatedBackend(BackendProtocol):
         return await self.inner.adelete(file_path)
 
     # --- batches ----------------------------------------------------------------
+    def _refusals(self, paths: list[str]) -> list[str | None]:
+        own = self._own()
+        return [self._refusal(p, own) for p in paths]
+
     def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        allowed = [(p, d) for p, d in files if self.refusal(p) is None]
-        done = iter(self.inner.upload_files(allowed) if allowed else [])
-        return [FileUploadResponse(p, why) if (why := self.refusal(p)) else next(done) for p, _d in files]
+        refused = self._refusals([p for p, _d in files])
+        allowed = [f for f, why in zip(files, refused, strict=True) if why is None]
+        answered = self.inner.upload_files(allowed) if allowed else []
+        return _in_order([p for p, _d in files], refused, answered, FileUploadResponse)
 
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        allowed = [(p, d) for p, d in files if self.refusal(p) is None]
-        done = iter(await self.inner.aupload_files(allowed) if allowed else [])
-        return [FileUploadResponse(p, why) if (why := self.refusal(p)) else next(done) for p, _d in files]
+        refused = self._refusals([p for p, _d in files])
+        allowed = [f for f, why in zip(files, refused, strict=True) if why is None]
+        answered = await self.inner.aupload_files(allowed) if allowed else []
+        return _in_order([p for p, _d in files], refused, answered, FileUploadResponse)
 
     def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        allowed = [p for p in paths if self.refusal(p) is None]
-        done = iter(self.inner.download_files(allowed) if allowed else [])
-        return [FileDownloadResponse(p, None, why) if (why := self.refusal(p)) else next(done) for p in paths]
+        refused = self._refusals(paths)
+        allowed = [p for p, why in zip(paths, refused, strict=True) if why is None]
+        answered = self.inner.download_files(allowed) if allowed else []
+        return _in_order(paths, refused, answered, lambda p, why: FileDownloadResponse(p, None, why))
 
     async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        allowed = [p for p in paths if self.refusal(p) is None]
-        done = iter(await self.inner.adownload_files(allowed) if allowed else [])
-        return [FileDownloadResponse(p, None, why) if (why := self.refusal(p)) else next(done) for p in paths]
+        refused = self._refusals(paths)
+        allowed = [p for p, why in zip(paths, refused, strict=True) if why is None]
+        answered = await self.inner.adownload_files(allowed) if allowed else []
+        return _in_order(paths, refused, answered, lambda p, why: FileDownloadResponse(p, None, why))
+
+
+def _in_order(
+    paths: list[str], refused: list[str | None], answered: list[Any], refusal: Callable[..., Any]
+) -> list[Any]:
+    """One response per path, in the caller's order: the inner backend's answers, refusals where refused."""
+    done = iter(answered)
+    return [refusal(p, why) if why else next(done) for p, why in zip(paths, refused, strict=True)]
 
 
 __all__ = ["PRIVATE_DIRS", "ThreadIsolatedBackend", "owner_of"]
