@@ -89,6 +89,8 @@ class Replayed:
     folder: Path
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    folds_at: list[int] = field(default_factory=list)
+    """How many model calls had been made when each fold happened (the next call is the first after it)."""
 
 
 def replay(recording: Recording, strategy: str, window: int, workdir: Path | None = None) -> Replayed:
@@ -96,6 +98,7 @@ def replay(recording: Recording, strategy: str, window: int, workdir: Path | Non
     folder = Path(tempfile.mkdtemp(prefix=f"{strategy}-{window}-", dir=workdir))
     model = CapturingReplay(recording=recording, usage="received", profile={"max_input_tokens": window})
     summarizer = fixed_summarizer()
+    summarizer.tick = lambda: len(model.seen)
     tools = replay_tools(recording)
     agent = STRATEGIES[strategy].build(model, tools, folder, summarizer, window, recording.system_prompt)
     timer = StepTimer()
@@ -110,8 +113,18 @@ def replay(recording: Recording, strategy: str, window: int, workdir: Path | Non
         saver = getattr(agent, "checkpointer", None)
         if saver is not None and hasattr(saver, "conn"):
             saver.conn.close()
+    folds_at = [int(at) for at in summarizer.at]
     return Replayed(
-        strategy, window, recording, model.seen, timer.durations_ms, summarizer.calls, messages, folder, error
+        strategy,
+        window,
+        recording,
+        model.seen,
+        timer.durations_ms,
+        summarizer.calls,
+        messages,
+        folder,
+        error,
+        folds_at=folds_at,
     )
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxwarden.bench.harness import Replayed
+from ctxwarden.bench.recall import RecallCounts, recall_counts
 from ctxwarden.clip.evict import encode, text_of
 from ctxwarden.clip.placeholders import RECALL_REFERENCE
 from ctxwarden.core.meter import TokenMeter
@@ -52,6 +53,7 @@ class RunFigures:
     per_call_tokens: list[int] = field(default_factory=list)
     original_bytes: int = 0
     reachable_bytes: int = 0
+    recall: RecallCounts = field(default_factory=RecallCounts)
     error: str | None = None
 
     @property
@@ -84,6 +86,7 @@ def figures(run: Replayed, meter: TokenMeter) -> RunFigures:
             out.overheads_ms.append(max(0.0, run.step_ms[index] - call.model_ms))
     out.summarizer_input_tokens = sum(run.summarizer_calls)
     out.folds = len(run.summarizer_calls) or _ctxwarden_folds(run)
+    out.recall = recall_counts(run.recording, ((c.step, c.messages) for c in run.calls), run.folds_at)
     if run.calls and run.error is None:
         out.original_bytes, out.reachable_bytes = _recoverable(run, run.calls[-1].messages)
     return out

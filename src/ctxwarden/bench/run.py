@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ctxwarden.bench.harness import replay
 from ctxwarden.bench.metrics import RunFigures, figures, median, percentile
+from ctxwarden.bench.recall import RecallCounts
 from ctxwarden.bench.strategies import STRATEGIES
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.errors import TrajectoryFormatError
@@ -43,6 +44,9 @@ class Aggregate:
         shares = [s for r in ok for s in r.visible_shares]
         overheads = [o for r in ok for o in r.overheads_ms]
         total = sum(r.original_bytes for r in ok)
+        recall = RecallCounts()
+        for r in ok:
+            recall.add(r.recall)
         return {
             "strategy": self.strategy,
             "window": self.window,
@@ -59,6 +63,11 @@ class Aggregate:
             "overhead_ms_median": round(median(overheads), 3),
             "overhead_ms_p95": round(percentile(overheads, 0.95), 3),
             "recoverability": round(sum(r.reachable_bytes for r in ok) / total, 6) if total else 1.0,
+            "recall": round(recall.recall, 4),
+            "long_range_recall": round(recall.long_range_recall, 4),
+            "references": recall.references,
+            "probe_recall": round(recall.probe_recall, 4),
+            "probes": recall.probes,
             "errors": [f"{Path(r.trajectory).name}: {r.error}" for r in self.runs if r.error],
         }
 

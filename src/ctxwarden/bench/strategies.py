@@ -45,7 +45,10 @@ class FixedSummarizer(BaseChatModel):
     """Answers every summarization request with the same summary, and counts what it was asked."""
 
     counter: Any
+    tick: Any = None
+    """Called at each request; its answer is kept in `at` (the harness passes the number of model calls so far)."""
     _calls: list[int] = PrivateAttr(default_factory=list)
+    _at: list[Any] = PrivateAttr(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -56,11 +59,17 @@ class FixedSummarizer(BaseChatModel):
         """Input tokens of each request."""
         return self._calls
 
+    @property
+    def at(self) -> list[Any]:
+        """`tick()` at each request."""
+        return self._at
+
     def _generate(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
     ) -> ChatResult:
         asked = sum(self.counter(str(m.content)) for m in messages)
         self._calls.append(asked)
+        self._at.append(self.tick() if self.tick is not None else None)
         text = _summary_text(self.counter)
         reply = AIMessage(
             text,

@@ -18,19 +18,24 @@ newest N model turns, whatever the fill.
 from __future__ import annotations
 
 import operator
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, NotRequired, cast
+from typing import Annotated, Any, NotRequired, TypeVar, cast
 
 from langchain.agents.middleware.types import AgentState, ModelRequest, PrivateStateAttr
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
+from ctxwarden.clip.evict import text_of
+from ctxwarden.clip.gist import Gist, TokenLedger, gist, never_seen
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.core.layers import CallBudget, LayerEdit
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.core.runtime import step_context
 
 CLIP_STATE_KEY = "ctxwarden_clip"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +83,16 @@ class ClearLayer:
     meter: TokenMeter
     name: str = "clear"
     _replacements: dict[tuple[int, tuple[str, ...]], tuple[BaseMessage, BaseMessage]] = field(default_factory=dict)
+    _ledgers: OrderedDict[str, TokenLedger] = field(default_factory=OrderedDict)
+    _ledger: TokenLedger | None = None
 
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         messages = request.messages
         boundary = Boundary.from_state(request.state)
         masked = self._masked(messages)
         untouched = not (boundary.results or boundary.args or masked.results or masked.args)
+        state_messages = request.state.get("messages") if isinstance(request.state, dict) else None
+        self._sync_ledger(state_messages or messages)
         view = list(messages) if untouched else self.view(messages, boundary, masked)
         fixed = budget.measurement.system + budget.measurement.tools
         factor = budget.measurement.factor
@@ -126,8 +135,32 @@ class ClearLayer:
         return self.shape(request, budget)
 
     # --- the view ---------------------------------------------------------------
-    def view(self, messages: Sequence[BaseMessage], boundary: Boundary, masked: Mask) -> list[BaseMessage]:
-        """`messages` with the boundary (and the cost-first mask) applied; untouched messages are the same objects."""
+    def _sync_ledger(self, thread: Sequence[BaseMessage]) -> TokenLedger:
+        """The token ledger of this thread, brought up to date with its new messages."""
+        thread_id, namespace, _run = step_context()
+        key = f"{thread_id}|{namespace}"
+        ledger = self._ledgers.pop(key, None) or TokenLedger()
+        ledger.sync(thread)
+        self._ledgers[key] = ledger
+        while len(self._ledgers) > 16:
+            self._ledgers.popitem(last=False)
+        self._ledger = ledger
+        return ledger
+
+    def view(
+        self,
+        messages: Sequence[BaseMessage],
+        boundary: Boundary,
+        masked: Mask,
+        thread: Sequence[BaseMessage] | None = None,
+    ) -> list[BaseMessage]:
+        """`messages` with the boundary (and the cost-first mask) applied; untouched messages are the same objects.
+
+        `thread` is the whole checkpointed thread when `messages` is a folded view of it: a gist
+        depends on what the thread showed before the result, so it must be measured on the thread.
+        """
+        if thread is not None:
+            self._sync_ledger(thread)
         results = set(boundary.results) | masked.results
         args = set(boundary.args) | masked.args
         out: list[BaseMessage] = []
@@ -148,7 +181,8 @@ class ClearLayer:
             return hit[1]
         if key[0] == "result":
             assert isinstance(message, ToolMessage)
-            replacement: BaseMessage = result_placeholder(message, self.meter.message_tokens(message))
+            tokens = self.meter.message_tokens(message)
+            replacement: BaseMessage = result_placeholder(message, tokens, self._gist(message, tokens))
         else:
             assert isinstance(message, AIMessage)
             replacement = args_placeholder(message, set(key[1:]))
@@ -156,6 +190,15 @@ class ClearLayer:
             self._replacements.clear()
         self._replacements[(id(message), key)] = (message, replacement)
         return replacement
+
+    def _gist(self, message: ToolMessage, tokens: int) -> Gist | None:
+        budget = min(self.policy.gist_max_tokens, int(tokens * self.policy.gist_share))
+        if budget <= 0:
+            return None
+        ledger = self._ledger
+        position = ledger.position(message) if ledger is not None else None
+        seen = ledger.seen_before(position) if ledger is not None and position is not None else never_seen
+        return gist(text_of(message), budget, self.meter.counter, seen)
 
     # --- growing the boundary ------------------------------------------------------
     def _extend(
@@ -180,20 +223,16 @@ class ClearLayer:
     def _candidates(
         self, messages: Sequence[BaseMessage], boundary: Boundary, masked: Mask, *, keep: int | None = None
     ) -> list[tuple[str, str, float]]:
-        """`(kind, call id, tokens freed)`: stale reads first, then oldest first; the newest stay."""
+        """`(kind, call id, tokens freed)`: superseded results first, then oldest first; the newest stay."""
         policy = self.policy if keep is None else self.policy.replace(keep_tool_results=keep)
         names = {
             str(c["id"]): c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls if c.get("id")
         }
-        stale = _stale_reads(messages)
+        stale = superseded(messages)
         results = [m for m in messages if isinstance(m, ToolMessage)]
-        keep_results = {m.tool_call_id for m in results[len(results) - policy.keep_tool_results :]}
-        if policy.keep_tool_results == 0:
-            keep_results = set()
+        keep_results = {m.tool_call_id for m in newest(results, policy.keep_tool_results)}
         callers = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
-        keep_callers = (
-            {id(m) for m in callers[len(callers) - policy.keep_tool_results :]} if policy.keep_tool_results else set()
-        )
+        keep_callers = {id(m) for m in newest(callers, policy.keep_tool_results)}
         cleared, clipped = set(boundary.results) | masked.results, set(boundary.args) | masked.args
         found: list[tuple[int, int, str, str, float]] = []
         for position, message in enumerate(messages):
@@ -251,12 +290,37 @@ def last_view(
 
 
 def current_view(
-    messages: Sequence[BaseMessage], clip_state: Any, policy: ContextPolicy, meter: TokenMeter | None = None
+    messages: Sequence[BaseMessage],
+    clip_state: Any,
+    policy: ContextPolicy,
+    meter: TokenMeter | None = None,
+    thread: Sequence[BaseMessage] | None = None,
 ) -> list[BaseMessage]:
-    """`messages` as clearing shows them now (before a batch the next call may add)."""
+    """`messages` as clearing shows them now (before a batch the next call may add).
+
+    Pass the whole `thread` when `messages` is a folded view of it, so gists come out as the calls saw them.
+    """
     layer = ClearLayer(policy, meter or TokenMeter())
     state = {CLIP_STATE_KEY: clip_state} if clip_state else {}
-    return layer.view(messages, Boundary.from_state(state), layer._masked(messages))
+    return layer.view(messages, Boundary.from_state(state), layer._masked(messages), thread or messages)
+
+
+def newest(items: Sequence[T], count: int) -> Sequence[T]:
+    """The last `count` items: all of them when there are fewer, none when `count` is 0."""
+    return items[max(0, len(items) - count) :] if count > 0 else ()
+
+
+def superseded(messages: Sequence[BaseMessage]) -> set[str]:
+    """Ids of calls whose result a later call made stale: the same call made again, or a file read then written."""
+    later: set[str] = set()
+    repeated: set[str] = set()
+    for message in reversed(messages):
+        for call in getattr(message, "tool_calls", None) or ():
+            key = f"{call.get('name')}:{_json(call.get('args', {}))}"
+            if key in later:
+                repeated.add(str(call.get("id")))
+            later.add(key)
+    return repeated | _stale_reads(messages)
 
 
 def _stale_reads(messages: Sequence[BaseMessage]) -> set[str]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
+from ctxwarden.clip.gist import Gist
 from ctxwarden.core.stamp import METADATA_KEY
 
 RECALL_REFERENCE = re.compile(r'recall\(call_id="(?P<id>[^"]+)"(?:, part="(?P<part>args|result)")?\)')
@@ -23,12 +24,19 @@ ARG_VALUE_MIN_CHARS = 200
 """Argument values at least this long (as JSON) are replaced inside a clipped call."""
 
 
-def result_placeholder(message: ToolMessage, tokens: int) -> ToolMessage:
-    """`message` with its content replaced by a pointer back to it."""
+def result_placeholder(message: ToolMessage, tokens: int, excerpt: Gist | None = None) -> ToolMessage:
+    """`message` with its content replaced by a pointer back to it, and the excerpt's verbatim lines after it."""
     record = message.response_metadata.get(METADATA_KEY) or {}
     tool = message.name or "tool"
     where = f"; full output in {record['path']}" if record.get("evicted") else ""
-    text = f'[cleared {tool} result, {tokens:,} tokens: recall(call_id="{message.tool_call_id}"){where}]'
+    recall = f'recall(call_id="{message.tool_call_id}")'
+    if excerpt is not None and excerpt.shown_lines:
+        text = (
+            f"[cleared {tool} result, {tokens:,} tokens; {excerpt.shown_lines:,} of its {excerpt.total_lines:,} lines "
+            f"kept below, verbatim; {recall} returns all of it{where}]\n{excerpt.text}"
+        )
+    else:
+        text = f"[cleared {tool} result, {tokens:,} tokens: {recall}{where}]"
     return message.model_copy(
         update={
             "content": text,

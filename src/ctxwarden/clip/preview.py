@@ -11,26 +11,16 @@ Omitted stretches are marked in place; the caller appends how to get everything 
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from dataclasses import dataclass
 
-MAX_LINE_CHARS = 300
-"""Longer lines are cut in the preview (the file keeps them whole)."""
+from ctxwarden.clip.gist import ERROR, FAILING_TEST, GREP_LINE, SUMMARY, TRACEBACK_START, choose_lines, never_seen
 
-SUMMARY = re.compile(
-    r"(=+ .*\b\d+ (passed|failed|errors?|skipped|xfailed|xpassed|warnings?)\b.*=+$)"
-    r"|(^\d+ (passed|failed)\b)|(^Ran \d+ tests? in )|(^FAILED \(.*(failures|errors)=\d+)|(^OK( \(|$))"
-    r"|(\b\d+ (tests?|examples?) (passed|failed|completed))|(^Tests?: +\d+)",
-    re.IGNORECASE,
-)
-TRACEBACK_START = re.compile(r"^\s*Traceback \(most recent call last\):|^panic: |^Exception in thread ")
-ERROR = re.compile(
-    r"^E\s{2,}|\b(Error|Exception|FATAL|fatal|error|Failure|FAILURE|failed|FAILED|panic)\b[:\s]"
-    r"|^\S+?:\d+(:\d+)?:\s*(error|warning|fatal)\b",
-)
-FAILING_TEST = re.compile(r"^(FAILED|ERROR)\s+\S+|::\S+\s+(FAILED|ERROR)\b|^(FAIL|ERROR): \w+")
-GREP_LINE = re.compile(r"^(?P<path>[^\s:][^:\n]{0,300}?):(?P<line>\d+)[:-]")
+MAX_LINE_CHARS = 1_000
+"""Longer lines are left out of the preview, never cut (the file keeps them whole)."""
+
+CHARS_PER_TOKEN = 4
+"""The preview's budget is in characters; the line chooser's in tokens."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,15 +46,11 @@ def preview(text: str, *, max_chars: int = 4_000, head: int = 12, tail: int = 12
     for index in sorted(keep):
         if index != previous + 1:
             out.append(f"… [{index - previous - 1:,} lines omitted] …")
-        out.append(_cut(lines[index]))
+        out.append(lines[index])
         previous = index
     if previous < len(lines) - 1:
         out.append(f"… [{len(lines) - 1 - previous:,} lines omitted] …")
     return Preview("\n".join(out), len(keep), len(lines), len(text))
-
-
-def _cut(line: str) -> str:
-    return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + f" … [{len(line) - MAX_LINE_CHARS:,} chars]"
 
 
 def _select(lines: list[str], max_chars: int, head: int, tail: int) -> set[int]:
@@ -76,7 +62,9 @@ def _select(lines: list[str], max_chars: int, head: int, tail: int) -> set[int]:
         nonlocal budget
         if index in keep or not 0 <= index < len(lines):
             return True
-        cost = min(len(lines[index]), MAX_LINE_CHARS + 20) + 1
+        if len(lines[index]) > MAX_LINE_CHARS:
+            return True  # whole or not at all
+        cost = len(lines[index]) + 1
         if cost > budget:
             return False
         keep.add(index)
@@ -94,7 +82,15 @@ def _select(lines: list[str], max_chars: int, head: int, tail: int) -> set[int]:
         for index in group:
             if not take(index):
                 break
+    # what budget is left goes to the lines with the most details not shown yet
+    rest = [line if i not in keep else "" for i, line in enumerate(lines)]
+    for index in choose_lines(rest, budget // CHARS_PER_TOKEN, _chars_as_tokens, never_seen):
+        take(index)
     return keep
+
+
+def _chars_as_tokens(line: str) -> int:
+    return len(line) // CHARS_PER_TOKEN + 1
 
 
 def _signal_groups(lines: list[str]) -> list[list[int]]:
@@ -136,7 +132,7 @@ def _grep_preview(lines: list[str], total_chars: int, max_chars: int, per_file: 
     listed = 0
     for path, found in files.items():
         entry = [f"{path}: {len(found):,} match{'es' if len(found) != 1 else ''}"]
-        entry += [f"  {_cut(line)}" for line in found[:per_file]]
+        entry += [f"  {line}" for line in found[:per_file] if len(line) <= MAX_LINE_CHARS]
         cost = sum(len(line) + 1 for line in entry)
         if cost > budget:
             break

@@ -77,6 +77,12 @@ class ContextPolicy:
     """A clearing batch that would free less than this share of the window waits (the cached prefix
     stays put) until it can, or until the call passes the fold threshold."""
 
+    gist_share: float = 0.25
+    """A cleared result keeps verbatim lines worth up to this share of its tokens (see `gist_max_tokens`)."""
+
+    gist_max_tokens: int = 400
+    """Cap on the verbatim lines a cleared result keeps; 0 leaves only the one-line pointer."""
+
     mask_after_turns: int | None = None
     """Cost-first: mask tool results older than the newest N turns whatever the fill."""
 
@@ -86,6 +92,10 @@ class ContextPolicy:
 
     fold_keep_share: float = 0.10
     """The newest turns kept verbatim by a fold (at least the last complete turn)."""
+
+    fold_facts_share: float = 0.10
+    """Cap on a summary's facts section (user messages, files written, failures, lines used), as a share
+    of the window; past it the oldest facts go first, the latest user message never."""
 
     fold_min_saving: float = 0.10
     """A fold saving less than this share of what it replaced counts as unproductive."""
@@ -108,9 +118,18 @@ class ContextPolicy:
         """The cost-first preset, for those who pay per token more than they need recall.
 
         Results and large arguments older than the newest `mask_after_turns` turns are masked at
-        any fill, clearing runs from 30% down to 20% and folding from 40%, keeping 5% verbatim.
+        any fill with small gists (at most 100 tokens, a tenth of the result), clearing runs from 35%
+        down to 20%, and folding from 60% keeps 5% verbatim with a facts section of at most 5%.
         """
-        preset: dict[str, Any] = {"clear_at": 0.30, "clear_to": 0.20, "summarize_at": 0.40, "fold_keep_share": 0.05}
+        preset: dict[str, Any] = {
+            "clear_at": 0.35,
+            "clear_to": 0.20,
+            "summarize_at": 0.60,
+            "fold_keep_share": 0.05,
+            "gist_max_tokens": 100,
+            "gist_share": 0.10,
+            "fold_facts_share": 0.05,
+        }
         return cls(mask_after_turns=mask_after_turns, **(preset | changes))
 
     def replace(self, **changes: Any) -> ContextPolicy:
@@ -172,7 +191,7 @@ def _check(policy: ContextPolicy) -> None:
         _check_count(policy, "window", minimum=1)
     for name in ("warn_at", "clear_at", "clear_to", "summarize_at", "fold_keep_share", "fold_regrow_share"):
         _check_share(policy, name)
-    for name in ("critical_at", "evict_window_share", "clear_min_batch_share"):
+    for name in ("critical_at", "evict_window_share", "clear_min_batch_share", "fold_facts_share"):
         _check_share(policy, name, upper_inclusive=True)
     for name in (
         "skills_index_max_chars",
@@ -184,6 +203,8 @@ def _check(policy: ContextPolicy) -> None:
     ):
         _check_count(policy, name, minimum=1)
     _check_count(policy, "keep_tool_results", minimum=0)
+    _check_count(policy, "gist_max_tokens", minimum=0)
+    _check_share(policy, "gist_share", upper_inclusive=True)
     _check_count(policy, "summarizer_retries", minimum=0)
     if policy.mask_after_turns is not None:
         _check_count(policy, "mask_after_turns", minimum=1)

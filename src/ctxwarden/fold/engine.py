@@ -19,10 +19,14 @@ from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.window import model_name, resolve_window
 from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.cut import choose_cut
+from ctxwarden.fold.facts import Facts, gather, render, strip_facts
 from ctxwarden.fold.history import aappend_section, append_section, history_path
 from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, summary_message
 from ctxwarden.fold.summarize import Summary, amodel_summary, deterministic_summary, model_summary, prompt_for
 from ctxwarden.fold.transcript import history_section
+
+CHARS_PER_TOKEN = 4
+"""For the facts cap: a share of the window in tokens, spent in characters."""
 
 DETERMINISTIC = "deterministic"
 """Pass as the summarizer to build summaries without a model."""
@@ -175,10 +179,13 @@ class Folder:
 
     # --- outcomes ---------------------------------------------------------------
     def _finish(self, plan: FoldPlan, given: FoldInput, summary: Summary, write_error: str | None) -> FoldOutcome:
+        previous = Facts.from_dict(given.folds.last.facts if given.folds.last else None)
+        facts = gather(previous, plan.folded_raw)
+        quoted = render(facts, max_chars=int(given.window * self.policy.fold_facts_share * CHARS_PER_TOKEN))
         provisional = FoldRecord(
             plan.number,
             str(plan.folded[-1].id),
-            summary.text,
+            f"{quoted}\n\n{strip_facts(summary.text)}",
             None if write_error else plan.path,
             given.tokens_before,
             0,
@@ -196,12 +203,16 @@ class Folder:
             after,
             provisional.summarizer,
             provisional.fallback,
+            facts.to_dict(),
         )
         view[0] = summary_message(record)
         saved = given.tokens_before - after
         hold = None
         if saved < self.policy.fold_min_saving * given.tokens_before:
             hold = after + int(self.policy.fold_regrow_share * given.window)
+        regrow = int(self.policy.fold_regrow_share * given.window)
+        if after + regrow > self.policy.fold_threshold(given.window):  # little room to grow: let the thread grow first
+            hold = max(hold or 0, given.tokens_before + regrow)
         folds = Folds((*given.folds.records, record), hold_until=hold, requested=None)
         summary_tokens = self.meter.message_tokens(view[0])
         payload = {

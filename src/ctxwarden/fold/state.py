@@ -43,6 +43,8 @@ class FoldRecord:
     tokens_after: int
     summarizer: str
     fallback: bool
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    """The deterministic facts gathered over every fold so far (`Facts.to_dict()`); the next fold extends them."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +56,7 @@ class FoldRecord:
             "tokens_after": self.tokens_after,
             "summarizer": self.summarizer,
             "fallback": self.fallback,
+            "facts": dict(self.facts),
         }
 
     @classmethod
@@ -67,6 +70,7 @@ class FoldRecord:
             tokens_after=int(raw.get("tokens_after", 0)),
             summarizer=str(raw.get("summarizer", "")),
             fallback=bool(raw.get("fallback", False)),
+            facts=dict(raw.get("facts") or {}),
         )
 
 

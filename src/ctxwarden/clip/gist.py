@@ -1,0 +1,227 @@
+"""Gists: the few whole lines of a large output that an agent is likely to come back for.
+
+When a result leaves the view (cleared, or evicted at arrival) a one-line pointer keeps
+it reachable but hides the one line the agent needed three steps later: the path a grep
+found, the line number of a definition, the assertion that failed. A gist keeps a
+bounded excerpt of the original instead, chosen line by line for that value:
+
+- lines carrying distinctive tokens (identifiers of 6+ characters, numbers of 3+ digits,
+  paths) that the thread had not shown before this output — each token counts once, for
+  the first line chosen that carries it, so the gist covers many details, not one repeated;
+- error, traceback and failing-test lines, test-run summaries and grep hits;
+- the first and last lines, which say what the output is and how it ended.
+
+Lines are chosen greedily by value per token until the budget is spent, then shown in
+their original order with the omitted spans marked. A line is shown whole or not at all:
+a gist never paraphrases, cuts or lists tokens. The choice depends only on the output
+and on what the thread showed before it, both fixed once the output exists, so the same
+message always gets the same bytes and a provider's prompt cache keeps hitting.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from langchain_core.messages import BaseMessage
+
+from ctxwarden.core.text import TOKEN, message_text
+
+SUMMARY = re.compile(
+    r"(=+ .*\b\d+ (passed|failed|errors?|skipped|xfailed|xpassed|warnings?)\b.*=+$)"
+    r"|(^\d+ (passed|failed)\b)|(^Ran \d+ tests? in )|(^FAILED \(.*(failures|errors)=\d+)|(^OK( \(|$))"
+    r"|(\b\d+ (tests?|examples?) (passed|failed|completed))|(^Tests?: +\d+)",
+    re.IGNORECASE,
+)
+TRACEBACK_START = re.compile(r"^\s*Traceback \(most recent call last\):|^panic: |^Exception in thread ")
+ERROR = re.compile(
+    r"^E\s{2,}|\b(Error|Exception|FATAL|fatal|error|Failure|FAILURE|failed|FAILED|panic)\b[:\s]"
+    r"|^\S+?:\d+(:\d+)?:\s*(error|warning|fatal)\b",
+)
+FAILING_TEST = re.compile(r"^(FAILED|ERROR)\s+\S+|::\S+\s+(FAILED|ERROR)\b|^(FAIL|ERROR): \w+")
+GREP_LINE = re.compile(r"^(?P<path>[^\s:][^:\n]{0,300}?):(?P<line>\d+)[:-]")
+
+DEFINITION = re.compile(r"^\s*(?:\d+[:\s-]+)?\s*(?:async\s+)?(?:def|class|function|fn|func|struct|interface)\s+\w")
+
+MAX_LINE_CHARS = 1_000
+"""Longer lines are never quoted (they cost more than the detail they carry is worth)."""
+
+MIN_VALUE_PER_TOKEN = float(__import__("os").environ.get("GIST_MIN", "0"))
+"""A line worth less than this per token is not quoted, even when the budget allows (it would cost every call)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gist:
+    """The chosen lines of an output, rendered in order with omitted spans marked."""
+
+    text: str
+    shown_lines: int
+    total_lines: int
+
+
+Seen = Callable[[str], int]
+"""How many messages before the output showed a token (0 for a token the output is first to show)."""
+
+
+def never_seen(_token: str) -> int:
+    return 0
+
+
+def gist(text: str, budget_tokens: int, counter: Callable[[str], int], seen: Seen = never_seen) -> Gist:
+    """The most valuable whole lines of `text` within about `budget_tokens`."""
+    lines = text.splitlines()
+    chosen = choose_lines(lines, budget_tokens, counter, seen)
+    return Gist(render(lines, chosen), len(chosen), len(lines))
+
+
+def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[str], int], seen: Seen) -> list[int]:
+    """Indexes of the lines to keep, in order: greedy on value per token, each token counted once."""
+    if budget_tokens <= 0 or not lines:
+        return []
+    candidates: list[tuple[float, int]] = []
+    tokens_of: dict[int, list[tuple[str, float]]] = {}
+    bonus: dict[int, float] = {}
+    cost: dict[int, int] = {}
+    weight_cache: dict[str, float] = {}
+    last = len(lines) - 1
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or len(line) > MAX_LINE_CHARS:
+            continue
+        found = []
+        for token in set(TOKEN.findall(line)):
+            weight = weight_cache.get(token)
+            if weight is None:
+                weight = weight_cache[token] = _weight(token, seen(token))
+            if weight > 0:
+                found.append((token, weight))
+        extra = _signal(line) + (0.75 if index < 2 or index > last - 2 else 0.0)
+        if not found and extra <= 0:
+            continue
+        tokens_of[index], bonus[index], cost[index] = found, extra, counter(line) + 1
+        candidates.append((-_value(found, extra, set()) / cost[index], index))
+    heapq.heapify(candidates)
+    covered: set[str] = set()
+    chosen: list[int] = []
+    left = budget_tokens
+    while candidates and left > 0:
+        _stale, index = heapq.heappop(candidates)
+        fresh = _value(tokens_of[index], bonus[index], covered) / cost[index]
+        if fresh <= MIN_VALUE_PER_TOKEN:
+            continue
+        if candidates and fresh < -candidates[0][0] - 1e-9:  # its tokens were covered since: requeue
+            heapq.heappush(candidates, (-fresh, index))
+            continue
+        if cost[index] > left:
+            continue
+        chosen.append(index)
+        left -= cost[index]
+        covered.update(token for token, _weight in tokens_of[index])
+    return sorted(chosen)
+
+
+def render(lines: Sequence[str], chosen: Sequence[int]) -> str:
+    """The chosen lines in order, with `… [N lines omitted] …` for each gap."""
+    out: list[str] = []
+    previous = -1
+    for index in chosen:
+        if index != previous + 1:
+            gap = index - previous - 1
+            out.append(f"… [{gap:,} line{'s' if gap != 1 else ''} omitted] …")
+        out.append(lines[index])
+        previous = index
+    if chosen and previous < len(lines) - 1:
+        gap = len(lines) - 1 - previous
+        out.append(f"… [{gap:,} line{'s' if gap != 1 else ''} omitted] …")
+    return "\n".join(out)
+
+
+def _weight(token: str, seen_before: int) -> float:
+    """What a token is worth: new details most, paths and long identifiers more than bare numbers."""
+    if seen_before >= 2:
+        return 0.0
+    base = 2.0 if "/" in token else 1.0 if token[0].isdigit() else 1.5 if ("_" in token or len(token) >= 10) else 1.2
+    return base if seen_before == 0 else base * 0.4
+
+
+def _signal(line: str) -> float:
+    if SUMMARY.search(line):
+        return 4.0
+    if FAILING_TEST.search(line):
+        return 3.0
+    if TRACEBACK_START.search(line) or ERROR.search(line):
+        return 3.0
+    if DEFINITION.search(line):
+        return 1.5
+    if GREP_LINE.match(line):
+        return 0.5
+    return 0.0
+
+
+def _value(tokens: list[tuple[str, float]], bonus: float, covered: set[str]) -> float:
+    return bonus + sum(weight for token, weight in tokens if token not in covered)
+
+
+class TokenLedger:
+    """Which messages of a thread showed each distinctive token: for "new in this output" in O(new messages).
+
+    Keeps the first three positions of every token; `sync` indexes only the messages added
+    since the last call (by identity), and starts over when the thread is another one.
+    """
+
+    __slots__ = ("_messages", "_places", "_positions")
+
+    def __init__(self) -> None:
+        self._messages: list[BaseMessage] = []
+        self._positions: dict[str, list[int]] = {}
+        self._places: dict[int, int] = {}
+
+    def sync(self, messages: Sequence[BaseMessage]) -> None:
+        known = len(self._messages)
+        if known and (
+            known > len(messages)
+            or messages[0] is not self._messages[0]
+            or messages[known - 1] is not self._messages[-1]
+        ):
+            self._messages, self._positions, self._places = [], {}, {}
+            known = 0
+        for position in range(known, len(messages)):
+            message = messages[position]
+            self._messages.append(message)
+            self._places[id(message)] = position
+            for token in set(TOKEN.findall(message_text(message))):
+                places = self._positions.setdefault(token, [])
+                if len(places) < 3:
+                    places.append(position)
+
+    def position(self, message: BaseMessage) -> int | None:
+        """Where `message` stands in the thread, or `None` when it is not one of its messages."""
+        index = self._places.get(id(message))
+        return index if index is not None and self._messages[index] is message else None
+
+    def seen_before(self, position: int) -> Seen:
+        """How many messages before `position` showed a token."""
+
+        def count(token: str) -> int:
+            return sum(1 for p in self._positions.get(token, ()) if p < position)
+
+        return count
+
+
+__all__ = [
+    "ERROR",
+    "FAILING_TEST",
+    "GREP_LINE",
+    "MAX_LINE_CHARS",
+    "SUMMARY",
+    "TRACEBACK_START",
+    "Gist",
+    "Seen",
+    "TokenLedger",
+    "choose_lines",
+    "gist",
+    "never_seen",
+    "render",
+]

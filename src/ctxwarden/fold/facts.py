@@ -1,0 +1,238 @@
+"""The facts section of a fold: what the folded turns established, quoted, not summarized.
+
+A summarizer model writes prose, and prose loses exactly the details an agent comes
+back for: the path it wrote, the error line it was fixing, the words the user used.
+So every summary opens with a section built from the folded messages themselves,
+deterministically, whatever the summarizer model says:
+
+- the user's messages, verbatim (the latest always; older ones while the cap allows);
+- every file written or edited (by the file tools, or by a shell command: a redirection,
+  `tee`, `sed -i`, a script's `open(..., "w")`), each with the verbatim line that wrote it;
+- each failing command with its error line, verbatim, and whether a later run of the same
+  command passed;
+- the output lines that first showed the identifiers the agent went on to use.
+
+It is cumulative: the next fold parses this section back and extends it, so a fact
+survives any number of folds. Each quoted line is a whole line of the original (cut
+lines are dropped, never shortened), so nothing in it is a paraphrase.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from ctxwarden.core.text import TOKEN, content_text, message_text, value_text
+
+MAX_LINE_CHARS = 400
+"""Longer output lines are not quoted among the lines the agent used."""
+
+FACTS_HEADING = "## Facts (quoted from the folded turns)"
+"""Heading of the section; the next fold finds its own facts by it."""
+
+_SUBSECTIONS = ("User messages", "Files written or edited", "Failing commands", "Lines the agent used")
+
+FILE_WRITERS = frozenset({"write_file", "edit_file"})
+"""Tools whose `file_path` argument names a file they write."""
+
+_REDIRECT = re.compile(r"(?<![<>&\d])(?:\d?>>?|&>)\s*(['\"]?)(?P<path>[^\s'\";|&<>()]+)\1")
+_TEE = re.compile(r"\btee\s+(?:-a\s+)?(['\"]?)(?P<path>[^\s'\";|&<>()]+)\1")
+_OPEN_WRITE = re.compile(r"open\(\s*['\"](?P<path>[^'\"]+)['\"]\s*,\s*['\"][wax]")
+_NOT_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "-"})
+
+ERROR = re.compile(
+    r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?$"
+    r"|^E\s{2,}\S"
+    r"|\b(?:error|fatal)(?:\[\w+\])?:"
+    r"|^FAILED\b|^FAIL:|^ERROR:?\s"
+    r"|: command not found$|: No such file or directory$",
+)
+"""A line that says something failed: an exception line, pytest's `E`, a compiler's `error:`, a failed test."""
+
+TRACEBACK = "Traceback (most recent call last):"
+
+
+def written_paths(message: BaseMessage) -> list[str]:
+    """Paths the tool calls of `message` write, in order, without repeats."""
+    found: dict[str, None] = {}
+    for call in getattr(message, "tool_calls", None) or ():
+        args = call.get("args") or {}
+        if call.get("name") in FILE_WRITERS:
+            path = args.get("file_path") or args.get("path")
+            if isinstance(path, str) and path:
+                found.setdefault(path, None)
+            continue
+        for value in args.values():
+            if isinstance(value, str):
+                for line in value.splitlines():
+                    for path in _shell_writes(line):
+                        found.setdefault(path, None)
+    return list(found)
+
+
+def _shell_writes(line: str) -> list[str]:
+    paths = [m.group("path") for m in _REDIRECT.finditer(line)]
+    paths += [m.group("path") for m in _TEE.finditer(line)]
+    paths += [m.group("path") for m in _OPEN_WRITE.finditer(line)]
+    if "sed" in line and " -i" in line:
+        paths += _sed_in_place(line)
+    return [p for p in paths if p not in _NOT_FILES and not p.startswith(("&", "$", "-")) and ("/" in p or "." in p)]
+
+
+def _sed_in_place(line: str) -> list[str]:
+    for command in re.split(r"&&|\|\||;|\|", line):
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            continue
+        if not words or words[0] != "sed" or not any(w.startswith("-i") for w in words[1:]):
+            continue
+        operands = [w for w in words[1:] if not w.startswith("-")]
+        has_script_flag = any(w in {"-e", "--expression"} or w.startswith("-e") for w in words[1:])
+        files = operands if has_script_flag else operands[1:]
+        return [f for f in files if not f.startswith(("s/", "/"))] or files[-1:]
+    return []
+
+
+def error_line(text: str) -> str | None:
+    """The line that best says why an output failed (the last error line), stripped; `None` if it did not."""
+    found = None
+    for line in text.splitlines():
+        if ERROR.search(line):
+            found = line
+    return found.strip() if found is not None and found.strip() else None
+
+
+FACTS_END = "(end of the quoted facts)"
+"""Closes the section, so the next fold can take it back exactly, whatever prose follows it."""
+
+
+@dataclass(slots=True)
+class Facts:
+    """The facts of everything folded so far, each kind in first-seen order (kept in the fold record)."""
+
+    users: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    used: list[str] = field(default_factory=list)
+
+    def kinds(self) -> tuple[list[str], ...]:
+        return (self.users, self.files, self.failures, self.used)
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {"users": self.users, "files": self.files, "failures": self.failures, "used": self.used}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any] | None) -> Facts:
+        raw = raw or {}
+        return cls(*(list(raw.get(name) or ()) for name in ("users", "files", "failures", "used")))
+
+
+def gather(previous: Facts, folded: Sequence[BaseMessage]) -> Facts:
+    """`previous` extended with the facts of `folded` (whole messages, as the thread holds them)."""
+    facts = Facts.from_dict(previous.to_dict())
+    commands: dict[str, str] = {}  # call id -> the command's first line
+    outcomes: list[tuple[str, bool]] = []  # (command, failed) in order, to tell whether a failure was fixed later
+    pending: list[tuple[int, str, str]] = []
+    said = [m for m in folded if isinstance(m, AIMessage)]
+    spoken = 0
+    for message in folded:
+        if isinstance(message, HumanMessage) and not _is_summary(message):
+            _add(facts.users, content_text(message.content).strip())
+        elif isinstance(message, AIMessage):
+            spoken += 1
+            for path in written_paths(message):
+                _add(facts.files, path)
+            for call in message.tool_calls:
+                args = "\n".join(value_text(v) for v in (call.get("args") or {}).values())
+                commands[str(call.get("id"))] = next((line for line in args.splitlines() if line.strip()), "")
+        elif isinstance(message, ToolMessage):
+            text = content_text(message.content)
+            command = commands.get(message.tool_call_id, "")
+            line = error_line(text)
+            outcomes.append((command, line is not None))
+            if line is not None:
+                pending.append((len(outcomes) - 1, command, line))
+            _used_lines(facts, text, said[spoken:])
+    for index, command, line in pending:
+        fixed = bool(command) and any(c == command and not failed for c, failed in outcomes[index + 1 :])
+        entry = "\n".join(part for part in (command, line) if part)
+        _add(facts.failures, entry + ("\n(a later run of it passed)" if fixed else ""))
+    return facts
+
+
+def _used_lines(facts: Facts, text: str, later: Sequence[AIMessage]) -> None:
+    """The first line of an output to show each token the agent went on to write."""
+    if not later:
+        return
+    written: set[str] = set()
+    for message in later:
+        written.update(TOKEN.findall(message_text(message)))
+    taken: set[str] = set()
+    for line in text.splitlines():
+        if not line.strip() or len(line) > MAX_LINE_CHARS:
+            continue
+        fresh = [t for t in TOKEN.findall(line) if t in written and t not in taken]
+        if fresh:
+            taken.update(fresh)
+            _add(facts.used, line)
+
+
+def _add(items: list[str], item: str) -> None:
+    if item and item not in items:
+        items.append(item)
+
+
+def render(facts: Facts, max_chars: int) -> str:
+    """The section; past `max_chars` the oldest entries go first, the latest user message never."""
+    kinds = [list(kind) for kind in facts.kinds()]
+
+    def size() -> int:
+        return sum(len(item) + 1 for kind in kinds for item in kind)
+
+    while size() > max_chars:
+        droppable = [kind for kind in kinds[1:] if kind]
+        if len(kinds[0]) > 1:
+            droppable.append(kinds[0])
+        if not droppable:
+            break
+        max(droppable, key=lambda kind: sum(len(item) for item in kind)).pop(0)
+    out = [FACTS_HEADING]
+    for title, items in zip(_SUBSECTIONS, kinds, strict=True):
+        if items:
+            out.append(f"### {title}")
+            out.extend(items)
+    out.append(FACTS_END)
+    return "\n".join(out)
+
+
+def strip_facts(summary: str) -> str:
+    """`summary` without a facts section (a summarizer shown the previous summary may copy it)."""
+    if FACTS_HEADING not in summary:
+        return summary
+    before, _heading, rest = summary.partition(FACTS_HEADING)
+    _facts, _end, after = rest.partition(FACTS_END)
+    return (before + after).strip()
+
+
+def _is_summary(message: BaseMessage) -> bool:
+    return message.additional_kwargs.get("lc_source") == "summarization"
+
+
+__all__ = [
+    "ERROR",
+    "FACTS_END",
+    "FACTS_HEADING",
+    "FILE_WRITERS",
+    "Facts",
+    "error_line",
+    "gather",
+    "render",
+    "strip_facts",
+    "written_paths",
+]

@@ -1,0 +1,106 @@
+"""Folds keep facts: the user's words, files written, failures and the lines used survive every fold verbatim."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deepagents.backends import FilesystemBackend
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from ctxwarden import ContextPolicy, context_middleware
+from ctxwarden.fold.facts import FACTS_HEADING, Facts, error_line, gather, render, written_paths
+from ctxwarden.replay import scripted_model
+
+TASK = "Fix the resolver.\nKeep the public API unchanged.\nRun the tests with pytest -q before you finish."
+ERROR = "AssertionError: expected 17 nodes, found 16"
+
+
+@tool
+def bash(command: str) -> str:
+    """Run a shell command."""
+    if command.startswith("pytest"):
+        return "\n".join(["collected 3 items", "tests/test_graph.py F", ERROR, "1 failed, 2 passed in 0.4s"])
+    return f"$ {command}\n" + "filler line of output for the window\n" * 40
+
+
+def _call(command: str, call_id: str) -> AIMessage:
+    return AIMessage(f"Next: {command}", tool_calls=[{"name": "bash", "args": {"command": command}, "id": call_id}])
+
+
+def test_written_paths_reads_file_tools_and_shell_writes() -> None:
+    message = AIMessage(
+        "",
+        tool_calls=[
+            {"name": "write_file", "args": {"file_path": "/src/a.py", "content": "x"}, "id": "1"},
+            {"name": "bash", "args": {"command": "cat <<'EOF' > /testbed/fix.py\nprint(1)\nEOF"}, "id": "2"},
+            {"name": "bash", "args": {"command": "sed -i 's/old/new/' src/b.py && echo ok 2>&1"}, "id": "3"},
+            {"name": "bash", "args": {"command": "echo hi | tee -a notes.txt > /dev/null"}, "id": "4"},
+        ],
+    )
+    assert written_paths(message) == ["/src/a.py", "/testbed/fix.py", "src/b.py", "notes.txt"]
+
+
+def test_error_line_is_the_last_failure_line_verbatim() -> None:
+    output = "Traceback (most recent call last):\n  File 'x.py', line 3\nValueError: bad value 12\nexit 1"
+    assert error_line(output) == "ValueError: bad value 12"
+    assert error_line("all good\n3 passed") is None
+
+
+def test_facts_mark_a_failure_fixed_when_the_same_command_passes_later() -> None:
+    folded = [
+        HumanMessage(TASK),
+        _call("pytest -q", "a"),
+        ToolMessage(f"{ERROR}\n1 failed", tool_call_id="a"),
+        _call("pytest -q", "b"),
+        ToolMessage("3 passed", tool_call_id="b"),
+    ]
+    facts = gather(Facts(), folded)
+    assert facts.failures == [f"pytest -q\n{ERROR}\n(a later run of it passed)"]
+    text = render(facts, max_chars=10_000)
+    assert text.startswith(FACTS_HEADING)
+    assert TASK in text
+
+
+def test_facts_are_capped_oldest_first_and_keep_the_latest_user_message() -> None:
+    facts = Facts(users=["old request " * 50, TASK], used=[f"line {i} with detail_{i}" for i in range(100)])
+    text = render(facts, max_chars=600)
+    assert TASK in text
+    assert "line 99 with detail_99" in text
+    assert "line 0 with detail_0" not in text
+    assert "old request" not in text
+
+
+def test_the_facts_section_survives_two_folds(tmp_path: Path) -> None:
+    replies = [
+        AIMessage(
+            "Writing the fix.",
+            tool_calls=[{"name": "write_file", "args": {"file_path": "/src/resolver.py", "content": "x"}, "id": "w"}],
+        ),
+        _call("pytest -q", "t1"),
+        *(_call(f"echo step {i}", f"s{i}") for i in range(30)),
+        AIMessage("done"),
+    ]
+
+    @tool
+    def write_file(file_path: str, content: str) -> str:
+        """Write a file."""
+        return f"wrote {file_path}"
+
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    policy = ContextPolicy(window=3_000, fold_keep_share=0.05)
+    middleware = context_middleware(policy=policy, backend=backend, summarizer="deterministic")
+    agent = create_agent(
+        scripted_model(replies, window=3_000), [bash, write_file], middleware=middleware, checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "facts"}}
+    agent.invoke({"messages": [HumanMessage(TASK)]}, config)
+    records = agent.get_state(config).values["ctxwarden_fold"]["records"]
+    assert len(records) >= 2
+    last = records[-1]["summary"]
+    assert TASK in last  # the user's words, verbatim
+    assert "/src/resolver.py" in last  # the file written before the first fold
+    assert ERROR in last.splitlines()  # the failing command's error line, whole
+    assert records[-1]["facts"]["files"] == ["/src/resolver.py"]

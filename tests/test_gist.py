@@ -1,0 +1,140 @@
+"""Gists keep whole verbatim lines an agent comes back for, byte-stable; clearing takes superseded results first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from ctxwarden import ContextPolicy, TokenMeter, context_middleware
+from ctxwarden.clip.clear import NO_MASK, Boundary, ClearLayer, superseded
+from ctxwarden.clip.gist import TokenLedger, gist
+from ctxwarden.clip.placeholders import result_placeholder
+from ctxwarden.clip.preview import preview
+from ctxwarden.replay import scripted_model
+from views import Views
+
+METER = TokenMeter()
+
+
+def _build_log(lines: int = 5_000) -> str:
+    body = [f"collecting item {i} of the suite, nothing to report here" for i in range(lines)]
+    body[2_711] = "src/pkg/resolver.py:412: in resolve_dependency_graph"
+    body[2_712] = "AssertionError: expected 17 nodes, found 16"
+    return "\n".join(body)
+
+
+def test_a_gist_keeps_the_error_line_and_the_path_from_a_5000_line_output() -> None:
+    text = _build_log()
+    excerpt = gist(text, 300, METER.counter)
+    kept = excerpt.text.splitlines()
+    assert "AssertionError: expected 17 nodes, found 16" in kept
+    assert "src/pkg/resolver.py:412: in resolve_dependency_graph" in kept
+    assert excerpt.total_lines == 5_000
+    assert sum(METER.counter(line) for line in kept) < 400  # bounded by the budget (markers aside)
+    original = set(text.splitlines())
+    for line in kept:  # every line is a whole line of the original, or an omission marker
+        assert line in original or (line.startswith("… [") and line.endswith("omitted] …"))
+
+
+def test_a_gist_is_byte_stable_and_skips_what_the_thread_already_showed() -> None:
+    text = _build_log()
+    assert gist(text, 300, METER.counter).text == gist(text, 300, METER.counter).text
+    earlier = HumanMessage("see src/pkg/resolver.py:412: in resolve_dependency_graph and resolve_dependency_graph")
+    output = ToolMessage(text, tool_call_id="c1")
+    ledger = TokenLedger()
+    ledger.sync([earlier, output])
+    position = ledger.position(output)
+    assert position == 1
+    seen = ledger.seen_before(position)
+    assert seen("resolve_dependency_graph") == 1
+    assert seen("AssertionError") == 0
+
+
+def test_a_cleared_placeholder_quotes_the_gist_and_keeps_the_recall_pointer() -> None:
+    message = ToolMessage(_build_log(), tool_call_id="call_7", name="bash")
+    excerpt = gist(message.content, 300, METER.counter)  # type: ignore[arg-type]
+    placeholder = result_placeholder(message, METER.message_tokens(message), excerpt)
+    assert 'recall(call_id="call_7")' in placeholder.content
+    assert "AssertionError: expected 17 nodes, found 16" in str(placeholder.content).splitlines()
+    again = result_placeholder(message, METER.message_tokens(message), gist(message.content, 300, METER.counter))  # type: ignore[arg-type]
+    assert again.content == placeholder.content
+
+
+def test_a_preview_quotes_whole_lines_never_cut_ones() -> None:
+    long_line = "x" * 1_500
+    text = "\n".join(["header", long_line, *(f"row {i} value_{i}" for i in range(2_000)), "Error: boom happened"])
+    shown = preview(text, max_chars=2_000)
+    lines = shown.text.splitlines()
+    assert long_line not in lines
+    assert "Error: boom happened" in lines
+    originals = set(text.splitlines())
+    assert all(line in originals or line.startswith("… [") for line in lines)
+
+
+def test_superseded_takes_reruns_and_reads_of_rewritten_files() -> None:
+    messages = [
+        AIMessage("", tool_calls=[{"name": "bash", "args": {"command": "pytest -q"}, "id": "a"}]),
+        ToolMessage("1 failed", tool_call_id="a"),
+        AIMessage("", tool_calls=[{"name": "read_file", "args": {"file_path": "/x.py"}, "id": "b"}]),
+        ToolMessage("old body", tool_call_id="b"),
+        AIMessage("", tool_calls=[{"name": "write_file", "args": {"file_path": "/x.py", "content": "new"}, "id": "c"}]),
+        ToolMessage("ok", tool_call_id="c"),
+        AIMessage("", tool_calls=[{"name": "bash", "args": {"command": "pytest -q"}, "id": "d"}]),
+        ToolMessage("1 passed", tool_call_id="d"),
+    ]
+    assert superseded(messages) == {"a", "b"}
+
+
+PAGE = "word " * 480
+
+
+@tool
+def fetch(page: int) -> str:
+    """Fetch a page."""
+    return f"page {page}: {PAGE}"
+
+
+@tool
+def bash(command: str) -> str:
+    """Run a command."""
+    return f"$ {command}\n" + "\n".join(f"line {i} of {command} output, value_{i}_{command}" for i in range(60))
+
+
+def _run(replies: list[AIMessage], tools: list[Any], policy: ContextPolicy) -> Views:
+    views = Views()
+    model = scripted_model(replies, window=8_000)
+    agent = create_agent(
+        model, tools, middleware=[*context_middleware(policy=policy), views], checkpointer=InMemorySaver()
+    )
+    agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t"}})
+    return views
+
+
+def test_clearing_prefers_a_superseded_result_over_an_older_one() -> None:
+    calls = ["ls -la", "pytest -q", "cat a.py", "cat b.py", "pytest -q", "cat c.py", "cat d.py", "cat e.py"]
+    messages: list[Any] = [HumanMessage("go")]
+    for i, command in enumerate(calls):
+        messages.append(AIMessage("", tool_calls=[{"name": "bash", "args": {"command": command}, "id": f"c{i}"}]))
+        messages.append(ToolMessage(bash.invoke({"command": command}), tool_call_id=f"c{i}", name="bash"))
+    layer = ClearLayer(ContextPolicy(), METER)
+    order = [call_id for kind, call_id, _saving in layer._candidates(messages, Boundary(), NO_MASK) if kind == "result"]
+    assert order[0] == "c1"  # the first `pytest -q` was run again later: it goes first
+    assert order[1:] == ["c0", "c2", "c3", "c4"]  # then oldest first; the newest three stay
+
+
+def test_keep_tool_results_keeps_every_result_when_there_are_fewer() -> None:
+    replies = [
+        AIMessage("", tool_calls=[{"name": "fetch", "args": {"page": 1}, "id": "p1"}]),
+        AIMessage("", tool_calls=[{"name": "fetch", "args": {"page": 2}, "id": "p2"}]),
+        AIMessage("done"),
+    ]
+    policy = ContextPolicy(clear_at=0.05, clear_to=0.02, summarize_at=0.99, clear_min_batch_share=0.001)
+    views = _run(replies, [fetch], policy)
+    for view in views.views:
+        for message in view:
+            if isinstance(message, ToolMessage):
+                assert not str(message.content).startswith("[cleared"), message.content[:80]

@@ -1,0 +1,93 @@
+"""Reference recall and probe recall, computed by hand on a tiny session."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxwarden.bench.recall import index_session, probes, recall_counts
+from ctxwarden.replay.recording import parse_recording
+
+SESSION = parse_recording(
+    [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the parser.\nKeep tests green."},
+        {
+            "role": "assistant",
+            "content": "Search first.",
+            "tool_calls": [
+                {
+                    "id": "a",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"command": "grep -rn parse_header src"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "src/http/headers.py:214:def parse_header(raw):\nnoise"},
+        {
+            "role": "assistant",
+            "content": "Look around.",
+            "tool_calls": [
+                {"id": "b", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "b", "content": "README.md\nsetup.py"},
+        {
+            "role": "assistant",
+            "content": "Still looking.",
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "bash", "arguments": '{"command": "pwd"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": "/repo"},
+        {
+            "role": "assistant",
+            "content": "Edit it.",
+            "tool_calls": [
+                {
+                    "id": "d",
+                    "type": "function",
+                    "function": {
+                        "name": "bash",
+                        "arguments": '{"command": "sed -n 214,216p src/http/headers.py > /tmp/out.txt"}',
+                    },
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "d", "content": "ValueError: bad header"},
+    ],
+    source="tiny",
+)
+
+
+def test_references_are_rare_tokens_first_shown_by_a_tool_output() -> None:
+    index = index_session(SESSION)
+    # step 4 writes `214` and `src/http/headers.py`, both first shown by the grep output of step 1
+    assert {r.token for r in index.references[4]} == {"214", "src/http/headers.py"}
+    assert {r.source_step for r in index.references[4]} == {1}
+    # `parse_header` was the agent's own word before any output showed it: not a reference
+    assert all(r.token != "parse_header" for refs in index.references.values() for r in refs)
+
+
+def test_recall_counts_only_verbatim_lines_of_the_view() -> None:
+    user = HumanMessage("Fix the parser.\nKeep tests green.")
+    quoted = ToolMessage(
+        "[cleared bash result: recall]\nsrc/http/headers.py:214:def parse_header(raw):", tool_call_id="a"
+    )
+    prose = ToolMessage("[cleared bash result: it mentioned src/http/headers.py line 214]", tool_call_id="a")
+    system = SystemMessage("You are a coding agent.")
+    kept = recall_counts(SESSION, [(3, [system, user, quoted])])
+    assert (kept.references, kept.recalled, kept.long_range, kept.long_range_recalled) == (2, 2, 2, 2)
+    lost = recall_counts(SESSION, [(3, [system, user, prose])])
+    assert (lost.references, lost.recalled) == (2, 0)  # a placeholder's own words do not count
+
+
+def test_probes_after_a_fold_name_files_user_lines_and_the_latest_error() -> None:
+    found = {(p.kind, p.text) for p in probes(SESSION, 4)}
+    assert ("written file", "/tmp/out.txt") in found
+    assert ("latest user message", "Fix the parser.\nKeep tests green.") in found
+    assert ("user line", "Keep tests green.") in found
+    assert ("latest error line", "ValueError: bad header") in found
+    view = [HumanMessage("Fix the parser.\nKeep tests green.\n/tmp/out.txt"), AIMessage("ValueError: bad header")]
+    scored = recall_counts(SESSION, [(3, []), (4, view)], folds_before=[1])
+    assert scored.probes == len(found)
+    assert scored.probes_found == scored.probes
