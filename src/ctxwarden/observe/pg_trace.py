@@ -60,7 +60,7 @@ def is_postgres_target(target: object) -> bool:
     if isinstance(target, str):
         return target.startswith(URL_SCHEMES)
     module = type(target).__module__
-    return module.startswith(("psycopg.", "psycopg_pool"))
+    return module == "psycopg" or module.startswith(("psycopg.", "psycopg_pool"))
 
 
 def redacted(url: str) -> str:
@@ -240,10 +240,10 @@ class PostgresTraceStore(TraceStore):
 
     def spend(self, thread_id: str) -> dict[str, dict[str, int]]:
         sql = f"""
-            SELECT payload->>'role', COUNT(*), SUM({_number("input_tokens")}), SUM({_number("output_tokens")}),
+            SELECT COALESCE(payload->>'role', 'main'), COUNT(*), SUM({_number("input_tokens")}), SUM({_number("output_tokens")}),
                    SUM({_number("cached_input_tokens")})
             FROM {self.schema}.events WHERE thread_id = %s AND kind = 'model_usage'
-            GROUP BY 1 ORDER BY 1 NULLS FIRST
+            GROUP BY 1 ORDER BY 1
         """
         return spend_of(self._run(lambda cur: cur.execute(sql, (_text(thread_id),)).fetchall()))
 

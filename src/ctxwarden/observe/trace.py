@@ -191,7 +191,7 @@ def filters(
 
 
 def spend_of(rows: Iterable[Sequence[Any]]) -> dict[str, dict[str, int]]:
-    """`spend()` from rows of (role, calls, input, output, cached input), roles in order (a missing role first)."""
+    """`spend()` from rows of (role, calls, input, output, cached input); an event without a role counts as `main`."""
     return {
         str(role or "main"): {
             "calls": int(calls),
@@ -308,7 +308,7 @@ class SqliteTraceStore(TraceStore):
 
     def spend(self, thread_id: str) -> dict[str, dict[str, int]]:
         sql = """
-            SELECT json_extract(payload, '$.role'), COUNT(*),
+            SELECT COALESCE(json_extract(payload, '$.role'), 'main'), COUNT(*),
                    SUM(json_extract(payload, '$.input_tokens')), SUM(json_extract(payload, '$.output_tokens')),
                    SUM(json_extract(payload, '$.cached_input_tokens'))
             FROM events WHERE thread_id = ? AND kind = 'model_usage' GROUP BY 1 ORDER BY 1
