@@ -10,9 +10,10 @@ from deepagents.backends import StoreBackend
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
-from langgraph.store.postgres import PostgresStore
+from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
 
 from ctxwarden import CtxwardenError, ThreadIsolatedStoreBackend, compact, create_context_agent
 from ctxwarden.fold import DETERMINISTIC
@@ -187,6 +188,11 @@ def test_a_path_naming_no_sanitized_thread_is_refused_not_raised() -> None:
     assert "no thread is named 'a b'" in str(backend.read("/large_tool_results/a b/c0").error)
 
 
+def test_without_a_store_outside_a_run_the_error_says_what_to_pass() -> None:
+    with pytest.raises(CtxwardenError, match=r"Fix: pass the store, ThreadIsolatedStoreBackend\(store\)"):
+        ThreadIsolatedStoreBackend().record_fork("a", "b")
+
+
 def test_a_namespace_prefix_must_be_valid() -> None:
     with pytest.raises(CtxwardenError, match=r"prefix \('bad\*',\) is not a valid store namespace"):
         ThreadIsolatedStoreBackend(InMemoryStore(), prefix=("bad*",))
@@ -204,3 +210,26 @@ async def test_async_runs_are_isolated_and_use_the_graphs_own_store(tmp_path: Pa
     tool_messages = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert len(tool_messages) == len(PROBES)
     assert all(SECRET not in str(m.content) for m in tool_messages)
+
+
+async def test_an_async_agent_on_async_postgres_evicts_and_recalls(postgres_url: str, tmp_path: Path) -> None:
+    async with (
+        AsyncPostgresSaver.from_conn_string(postgres_url) as saver,
+        AsyncPostgresStore.from_conn_string(postgres_url) as store,
+    ):
+        await saver.setup()
+        await store.setup()
+        backend = ThreadIsolatedStoreBackend(store)
+        replies = [
+            _calls(("build", {"target": "all"})),
+            _calls(("recall", {"call_id": "c0", "limit": 50_000})),
+            AIMessage("built"),
+        ]
+        agent = _agent(replies, backend, saver, tmp_path)
+        out = await agent.ainvoke({"messages": [("user", "build")]}, {"configurable": {"thread_id": "async"}})
+        stored = await store.aget(("ctxwarden", "threads", "async"), "/large_tool_results/async/c0")
+    evicted, recalled = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert SECRET not in str(evicted.content)[2_000:]  # the view keeps a preview, not the log
+    assert recalled.content == LOG
+    assert stored is not None
+    assert stored.value["content"] == LOG

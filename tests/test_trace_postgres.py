@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import sqlite3
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +21,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg_pool import ConnectionPool
 
 from ctxwarden import TraceEvent, TraceRecorder, TraceStore, context_report, create_context_agent
+from ctxwarden.cli import main
 from ctxwarden.observe import PostgresTraceStore, SqliteTraceStore, TraceError
 from ctxwarden.observe.migrations import MIGRATIONS as SQLITE_MIGRATIONS
 from ctxwarden.observe.pg_migrations import MIGRATIONS as POSTGRES_MIGRATIONS
@@ -270,7 +269,9 @@ def lookup(key: str) -> str:
     return f"{key} = 42"
 
 
-def test_an_agent_traces_to_the_url_and_the_report_and_the_cli_read_it(postgres_url: str, tmp_path: Path) -> None:
+def test_an_agent_traces_to_the_url_and_the_report_and_the_cli_read_it(
+    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     model = scripted_model(
         [AIMessage("", tool_calls=[{"name": "lookup", "args": {"key": "k"}, "id": "c1"}]), AIMessage("k is 42")],
         window=200_000,
@@ -288,39 +289,17 @@ def test_an_agent_traces_to_the_url_and_the_report_and_the_cli_read_it(postgres_
         "model_usage",
     ]
 
-    cli = [sys.executable, "-m", "ctxwarden"]
-    traced = subprocess.run(
-        [*cli, "trace", "--url", postgres_url, "--thread", "asked", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert traced.returncode == 0, traced.stderr
-    assert [json.loads(line)["kind"] for line in traced.stdout.splitlines()] == [
-        "model_usage",
-        "tool_call",
-        "model_usage",
-    ]
-    reported = subprocess.run(
-        [*cli, "context", "--url", postgres_url, "--thread", "asked", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert reported.returncode == 0, reported.stderr
-    figures = json.loads(reported.stdout)
+    assert main(["trace", "--url", postgres_url, "--thread", "asked", "--json"]) == 0
+    traced = capsys.readouterr().out
+    assert [json.loads(line)["kind"] for line in traced.splitlines()] == ["model_usage", "tool_call", "model_usage"]
+    assert main(["context", "--url", postgres_url, "--thread", "asked", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
     assert figures["spend"]["main"]["calls"] == 2
     assert figures["calls"] == 2
-    missing = subprocess.run(
-        [*cli, "trace", "--url", postgres_url, "--thread", "nobody"], capture_output=True, text=True, timeout=120
-    )
-    assert missing.returncode == 2
-    assert "Known threads: asked." in missing.stderr
-    wrong = subprocess.run(
-        [*cli, "trace", "--url", "mysql://x/y", "--thread", "t"], capture_output=True, text=True, timeout=120
-    )
-    assert wrong.returncode == 2
-    assert "is not a postgresql:// URL" in wrong.stderr
+    assert main(["trace", "--url", postgres_url, "--thread", "nobody"]) == 2
+    assert "Known threads: asked." in capsys.readouterr().err
+    assert main(["context", "--url", "mysql://x/y", "--thread", "t"]) == 2
+    assert "is not a postgresql:// URL" in capsys.readouterr().err
 
 
 def test_an_agent_with_an_in_memory_checkpointer_traces_to_a_pool(postgres_url: str, tmp_path: Path) -> None:

@@ -240,8 +240,8 @@ class PostgresTraceStore(TraceStore):
 
     def spend(self, thread_id: str) -> dict[str, dict[str, int]]:
         sql = f"""
-            SELECT COALESCE(payload->>'role', 'main'), COUNT(*), SUM({_number("input_tokens")}), SUM({_number("output_tokens")}),
-                   SUM({_number("cached_input_tokens")})
+            SELECT COALESCE(payload->>'role', 'main'), COUNT(*), SUM({_number("input_tokens")}),
+                   SUM({_number("output_tokens")}), SUM({_number("cached_input_tokens")})
             FROM {self.schema}.events WHERE thread_id = %s AND kind = 'model_usage'
             GROUP BY 1 ORDER BY 1
         """

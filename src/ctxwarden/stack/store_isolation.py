@@ -98,7 +98,15 @@ class ThreadIsolatedStoreBackend(BackendProtocol):
 
     # --- namespaces ---------------------------------------------------------------
     def _store(self) -> BaseStore:
-        return self.store if self.store is not None else get_store()
+        if self.store is not None:
+            return self.store
+        try:
+            return get_store()
+        except RuntimeError:
+            raise CtxwardenError(
+                "this ThreadIsolatedStoreBackend was given no store, and outside a LangGraph run there is none to use. "
+                "Fix: pass the store, ThreadIsolatedStoreBackend(store), to read or record forks from a script."
+            ) from None
 
     def thread_namespace(self, thread: str) -> tuple[str, ...]:
         """The namespace holding `thread`'s offloaded files (`thread` as named in paths, or any thread id)."""
