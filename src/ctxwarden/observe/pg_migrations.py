@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ctxwarden.observe.trace import TraceError
+
 if TYPE_CHECKING:
     from psycopg import Connection, Cursor
 
@@ -35,9 +37,9 @@ TRIGGERS = ("events_refuse_update", "events_refuse_delete", "events_refuse_trunc
 
 
 def checked_schema(schema: str) -> str:
-    """`schema` when it is a plain lower-case Postgres identifier, else a `ValueError` naming the fix."""
+    """`schema` when it is a plain lower-case Postgres identifier, else a `TraceError` naming the fix."""
     if not _SCHEMA_NAME.match(schema):
-        raise ValueError(
+        raise TraceError(
             f"trace schema {schema!r} is not a plain Postgres identifier. "
             "Fix: use lower-case letters, digits and underscores, starting with a letter (e.g. 'ctxwarden')."
         )

@@ -113,10 +113,7 @@ class PostgresTraceStore(TraceStore):
                 f"{target!r} does not name a Postgres trace. "
                 "Fix: pass a postgresql:// URL, a psycopg connection or a psycopg_pool.ConnectionPool."
             )
-        try:
-            self.schema = checked_schema(schema)
-        except ValueError as exc:
-            raise TraceError(str(exc)) from None
+        self.schema = checked_schema(schema)
         self.target = target
         self.connect_timeout_s = connect_timeout_s
         self.retries = retries
