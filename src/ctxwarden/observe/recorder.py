@@ -26,8 +26,9 @@ class TraceRecorder:
     """Records events to a `TraceStore`; `TraceRecorder(None)` records nothing."""
 
     def __init__(self, store: TraceStore | str | Path | Any | None) -> None:
-        """`store` is a `TraceStore`, or what `TraceStore(...)` opens: a path, a `postgresql://` URL, a psycopg
-        connection or pool; `None` records nothing."""
+        """Record to `store`: a `TraceStore`, or what `TraceStore(...)` opens (a path, a `postgresql://` URL, a psycopg
+        connection or pool); `None` records nothing.
+        """
         self.store = store if store is None or isinstance(store, TraceStore) else TraceStore(store)
         self.failures = 0
         self.last_error: str | None = None
