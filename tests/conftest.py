@@ -8,6 +8,7 @@ import pytest
 
 from ctxwarden.demo import default_trajectory
 from ctxwarden.replay import Recording, load_recording
+from pg_server import postgres_server, postgres_url  # noqa: F401  (the throwaway Postgres fixtures)
 
 SHARED_TRAJECTORIES = Path(__file__).resolve().parents[2] / "shared" / "trajectories"
 

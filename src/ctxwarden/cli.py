@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     context.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="the agent's state dir")
     context.add_argument("--thread", required=True, help="thread id")
     context.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    context.add_argument("--url", help="a postgresql:// URL holding the checkpoints and the trace (not --state-dir)")
 
     threads = commands.add_parser("threads", help="the threads of a state dir, with their size and gauge")
     threads.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="the agent's state dir")
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--thread", required=True, help="thread id")
     trace.add_argument("--kind", action="append", help="only events of this kind (repeatable)")
     trace.add_argument("--json", action="store_true", help="one JSON object per line")
+    trace.add_argument("--url", help="a postgresql:// URL holding the trace (instead of --state-dir)")
     return parser
 
 
@@ -91,13 +93,37 @@ def _fail(command: str, message: object) -> int:
     return 2
 
 
-def _context(args: argparse.Namespace) -> int:
-    from ctxwarden.observe import UnknownThreadError, context_report
+def _postgres_url(url: str | None) -> str | None:
+    """`url` when it names Postgres; anything else is refused with the fix."""
+    from ctxwarden.observe.pg_trace import URL_SCHEMES
 
+    if url is not None and not url.startswith(URL_SCHEMES):
+        raise CtxwardenError(f"--url {url!r} is not a postgresql:// URL. Fix: pass postgresql://USER@HOST:PORT/DB.")
+    return url
+
+
+def _context(args: argparse.Namespace) -> int:
+    from ctxwarden.observe import TraceStore, UnknownThreadError, context_report
+
+    config: Any = {"configurable": {"thread_id": args.thread}}
     try:
-        report = context_report(args.state_dir, {"configurable": {"thread_id": args.thread}})
+        if _postgres_url(args.url) is None:
+            report = context_report(args.state_dir, config)
+        else:
+            try:
+                from langgraph.checkpoint.postgres import PostgresSaver
+            except ImportError:
+                return _fail("context", 'reading Postgres needs its extra. Fix: pip install "ctxwarden[postgres]"')
+            trace = TraceStore(args.url)
+            try:
+                with PostgresSaver.from_conn_string(args.url) as saver:
+                    report = context_report(saver, config, trace=trace)
+            finally:
+                trace.close()
     except (UnknownThreadError, CtxwardenError) as exc:
         return _fail("context", exc)
+    except Exception as exc:  # e.g. the database refused the connection
+        return _fail("context", f"{type(exc).__name__}: {exc}")
     if args.json:
         sys.stdout.write(json.dumps(report.to_dict()) + "\n")
         return 0
@@ -170,15 +196,20 @@ def _trace_path(state_dir: Path) -> Path | None:
 def _trace(args: argparse.Namespace) -> int:
     from ctxwarden.observe import TRACE_FILE, TraceError, TraceStore
 
+    try:
+        url = _postgres_url(args.url)
+    except CtxwardenError as exc:
+        return _fail("trace", exc)
     path = args.state_dir / TRACE_FILE
-    if not path.is_file():
+    if url is None and not path.is_file():
         return _fail("trace", f"no trace at {path}. Fix: pass the --state-dir the agent ran with.")
-    store = TraceStore(path)
+    store = TraceStore(url or path)
     try:
         known = store.threads()
         if args.thread not in known:
             listing = ", ".join(known[:10]) + (" …" if len(known) > 10 else "") if known else "none"
-            return _fail("trace", f"thread {args.thread!r} has no events in {path}. Known threads: {listing}.")
+            where = store.location
+            return _fail("trace", f"thread {args.thread!r} has no events in {where}. Known threads: {listing}.")
         events = store.events(thread_id=args.thread, kind=args.kind)
     except TraceError as exc:
         return _fail("trace", exc)

@@ -25,8 +25,11 @@ logger = logging.getLogger("ctxwarden.trace")
 class TraceRecorder:
     """Records events to a `TraceStore`; `TraceRecorder(None)` records nothing."""
 
-    def __init__(self, store: TraceStore | str | Path | None) -> None:
-        self.store = TraceStore(store) if isinstance(store, str | Path) else store
+    def __init__(self, store: TraceStore | str | Path | Any | None) -> None:
+        """Record to `store`: a `TraceStore`, or what `TraceStore(...)` opens (a path, a `postgresql://` URL, a psycopg
+        connection or pool); `None` records nothing.
+        """
+        self.store = store if store is None or isinstance(store, TraceStore) else TraceStore(store)
         self.failures = 0
         self.last_error: str | None = None
 

@@ -1,12 +1,23 @@
-"""`trace.sqlite`: an append-only record of what happened to a thread's context.
+"""The trace: an append-only record of what happened to a thread's context.
 
 Separate from the checkpoints and never fed back to the model: it is for people and
 scorers. One row per event — sortable id, time, thread, checkpoint namespace, run,
-kind, model, JSON payload. WAL mode and a busy timeout let several threads and
-processes append at once; each write is one short transaction, retried when another
-writer holds the lock, so no event is lost to "database is locked". A lock held far
-longer than any append takes (about 20 s with the defaults: `busy_timeout_s` per try,
-`retries` retries) means something else is wrong: the event is given up, the run goes on.
+kind, model, JSON payload. Where it lives follows the deployment, so the store is a
+small protocol (`TraceStore`) with two implementations sharing the event model, the
+table and the names of the migrations:
+
+- SQLite (`trace.sqlite` under the state dir, here): the embedded default. WAL mode and
+  a busy timeout let several threads and processes append at once; each write is one
+  short transaction, retried when another writer holds the lock, so no event is lost to
+  "database is locked". A lock held far longer than any append takes (about 20 s with the
+  defaults: `busy_timeout_s` per try, `retries` retries) means something else is wrong:
+  the event is given up, the run goes on.
+- Postgres (`ctxwarden.observe.pg_trace`): the database several workers already share.
+
+Like `pathlib.Path`, `TraceStore(target)` opens the store its target names: a file path
+gives SQLite; a `postgresql://` URL, a psycopg connection or a connection pool gives
+Postgres. So every reader — the /context report, the CLI, a script — opens a trace the
+same way, whatever holds it.
 """
 
 from __future__ import annotations
@@ -18,7 +29,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +51,9 @@ KINDS = (
 """Event kinds ctxwarden writes; other kinds are accepted too."""
 
 COLUMNS = ("id", "ts", "thread_id", "namespace", "run_id", "kind", "model", "payload")
+
+LIFECYCLE_KINDS = ("eviction", "context_clear", "context_compaction")
+"""The kinds `TraceStore.lifecycle` sums."""
 
 _sequence = itertools.count()
 
@@ -73,11 +87,133 @@ class TraceEvent:
 
 
 class TraceError(CtxwardenError):
-    """The trace file cannot be opened or fails verification."""
+    """The trace cannot be opened or fails verification."""
+
+
+# --- the protocol ---------------------------------------------------------------------
+_IMPLEMENTATIONS: list[tuple[Callable[[object], bool], type[TraceStore]]] = []
 
 
 class TraceStore:
-    """Appends events to, and reads them from, one `trace.sqlite` file."""
+    """Appends events to, and reads them from, one trace; `TraceStore(target)` opens the right store.
+
+    A path (`str` or `Path`) opens SQLite; what another implementation registers for (a
+    `postgresql://` URL, a psycopg connection or pool) opens that one. Keyword options go
+    to the implementation chosen. The methods below are the protocol every implementation
+    provides.
+    """
+
+    def __new__(cls, target: object = None, /, **options: Any) -> TraceStore:
+        if cls is TraceStore:
+            cls = next((impl for accepts, impl in _IMPLEMENTATIONS if accepts(target)), SqliteTraceStore)
+        return super().__new__(cls)
+
+    @property
+    def location(self) -> str:
+        """Where the events are, for messages (a path, or a URL without its password)."""
+        raise NotImplementedError
+
+    def append(self, events: TraceEvent | Iterable[TraceEvent]) -> list[TraceEvent]:
+        """Append events in one transaction; returns them with their ids."""
+        raise NotImplementedError
+
+    def events(
+        self,
+        *,
+        thread_id: str | None = None,
+        kind: str | Iterable[str] | None = None,
+        since: float | None = None,
+        limit: int | None = None,
+    ) -> list[TraceEvent]:
+        """Events in id order, filtered by thread, kind(s) and time."""
+        raise NotImplementedError
+
+    def threads(self) -> list[str]:
+        """Threads that have events."""
+        raise NotImplementedError
+
+    def spend(self, thread_id: str) -> dict[str, dict[str, int]]:
+        """Model calls and tokens per role (`main`, `summarizer`) for a thread, from `model_usage` events."""
+        raise NotImplementedError
+
+    def lifecycle(self, thread_id: str) -> dict[str, dict[str, int]]:
+        """What the lifecycle layers did on a thread: evictions, clearing batches and folds, with their tokens."""
+        raise NotImplementedError
+
+    def verify(self) -> list[str]:
+        """Check the store; returns the problems found (empty when sound)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release this process's connection (reopened on next use)."""
+        raise NotImplementedError
+
+
+def register_store(accepts: Callable[[object], bool], implementation: type[TraceStore]) -> None:
+    """Let `TraceStore(target)` open `implementation` for every target `accepts` says yes to."""
+    _IMPLEMENTATIONS.append((accepts, implementation))
+
+
+# --- what the implementations share -------------------------------------------------------
+def batch_of(events: TraceEvent | Iterable[TraceEvent]) -> list[TraceEvent]:
+    """The events to append, each with its id."""
+    return [events.with_id()] if isinstance(events, TraceEvent) else [e.with_id() for e in events]
+
+
+def event_of(row: Sequence[Any]) -> TraceEvent:
+    """A `TraceEvent` from a row in `COLUMNS` order (payload as JSON text or already decoded)."""
+    id_, ts, thread, namespace, run, kind, model, payload = row
+    decoded = json.loads(payload) if isinstance(payload, str) else payload
+    return TraceEvent(kind, decoded, thread, namespace, run, model, float(ts), id_)
+
+
+def filters(
+    placeholder: str,
+    *,
+    thread_id: str | None,
+    kind: str | Iterable[str] | None,
+    since: float | None,
+) -> tuple[str, list[Any]]:
+    """The `WHERE` clause (or `""`) and its arguments for `events()`, with `placeholder` as the parameter mark."""
+    where: list[str] = []
+    args: list[Any] = []
+    if thread_id is not None:
+        where.append(f"thread_id = {placeholder}")
+        args.append(thread_id)
+    if kind is not None:
+        kinds = [kind] if isinstance(kind, str) else list(kind)
+        where.append(f"kind IN ({', '.join([placeholder] * len(kinds))})" if kinds else "FALSE")
+        args.extend(kinds)
+    if since is not None:
+        where.append(f"ts >= {placeholder}")
+        args.append(since)
+    return (" WHERE " + " AND ".join(where)) if where else "", args
+
+
+def spend_of(rows: Iterable[Sequence[Any]]) -> dict[str, dict[str, int]]:
+    """`spend()` from rows of (role, calls, input, output, cached input); an event without a role counts as `main`."""
+    return {
+        str(role or "main"): {
+            "calls": int(calls),
+            "input_tokens": int(inp or 0),
+            "output_tokens": int(out or 0),
+            "cached_input_tokens": int(cached or 0),
+        }
+        for role, calls, inp, out, cached in rows
+    }
+
+
+def lifecycle_of(rows: Iterable[Sequence[Any]]) -> dict[str, dict[str, int]]:
+    """`lifecycle()` from rows of (kind, count, tokens, freed)."""
+    return {
+        str(kind): {"count": int(n), "tokens": int(tokens or 0), "freed": int(freed or 0)}
+        for kind, n, tokens, freed in rows
+    }
+
+
+# --- SQLite: the embedded default ---------------------------------------------------------
+class SqliteTraceStore(TraceStore):
+    """The trace in one `trace.sqlite` file (see the module docstring)."""
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 5.0, retries: int = 3) -> None:
         self.path = Path(path)
@@ -86,6 +222,10 @@ class TraceStore:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
 
     # --- connection -----------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -107,7 +247,6 @@ class TraceStore:
         return conn
 
     def close(self) -> None:
-        """Close this process's connection (reopened on next use)."""
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
@@ -125,8 +264,7 @@ class TraceStore:
 
     # --- writing --------------------------------------------------------------
     def append(self, events: TraceEvent | Iterable[TraceEvent]) -> list[TraceEvent]:
-        """Append events in one transaction; returns them with their ids."""
-        batch = [events.with_id()] if isinstance(events, TraceEvent) else [e.with_id() for e in events]
+        batch = batch_of(events)
         rows = [
             (e.id, e.ts, e.thread_id, e.namespace, e.run_id, e.kind, e.model, json.dumps(e.payload, default=str))
             for e in batch
@@ -155,78 +293,45 @@ class TraceStore:
         since: float | None = None,
         limit: int | None = None,
     ) -> list[TraceEvent]:
-        """Events in id order, filtered by thread, kind(s) and time."""
-        where: list[str] = []
-        args: list[Any] = []
-        if thread_id is not None:
-            where.append("thread_id = ?")
-            args.append(thread_id)
-        if kind is not None:
-            kinds = [kind] if isinstance(kind, str) else list(kind)
-            where.append(f"kind IN ({', '.join('?' * len(kinds))})")
-            args.extend(kinds)
-        if since is not None:
-            where.append("ts >= ?")
-            args.append(since)
-        sql = f"SELECT {', '.join(COLUMNS)} FROM events"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY id"
+        where, args = filters("?", thread_id=thread_id, kind=kind, since=since)
+        sql = f"SELECT {', '.join(COLUMNS)} FROM events{where} ORDER BY id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         with self._lock:
             rows = self._connect().execute(sql, args).fetchall()
-        return [
-            TraceEvent(kind=k, payload=json.loads(p), thread_id=t, namespace=ns, run_id=r, model=m, ts=ts, id=i)
-            for i, ts, t, ns, r, k, m, p in rows
-        ]
+        return [event_of(row) for row in rows]
 
     def threads(self) -> list[str]:
-        """Threads that have events."""
         with self._lock:
             rows = self._connect().execute("SELECT DISTINCT thread_id FROM events WHERE thread_id IS NOT NULL")
             return sorted(row[0] for row in rows)
 
     def spend(self, thread_id: str) -> dict[str, dict[str, int]]:
-        """Model calls and tokens per role (`main`, `summarizer`) for a thread, from `model_usage` events."""
         sql = """
-            SELECT json_extract(payload, '$.role'), COUNT(*),
+            SELECT COALESCE(json_extract(payload, '$.role'), 'main'), COUNT(*),
                    SUM(json_extract(payload, '$.input_tokens')), SUM(json_extract(payload, '$.output_tokens')),
                    SUM(json_extract(payload, '$.cached_input_tokens'))
             FROM events WHERE thread_id = ? AND kind = 'model_usage' GROUP BY 1 ORDER BY 1
         """
         with self._lock:
             rows = self._connect().execute(sql, (thread_id,)).fetchall()
-        return {
-            str(role or "main"): {
-                "calls": int(calls),
-                "input_tokens": int(inp or 0),
-                "output_tokens": int(out or 0),
-                "cached_input_tokens": int(cached or 0),
-            }
-            for role, calls, inp, out, cached in rows
-        }
+        return spend_of(rows)
 
     def lifecycle(self, thread_id: str) -> dict[str, dict[str, int]]:
-        """What the lifecycle layers did on a thread: evictions, clearing batches and folds, with their tokens."""
-        sql = """
+        sql = f"""
             SELECT kind, COUNT(*),
                    SUM(COALESCE(json_extract(payload, '$.tokens'), 0)),
                    SUM(COALESCE(json_extract(payload, '$.freed'), 0))
             FROM events
-            WHERE thread_id = ? AND kind IN ('eviction', 'context_clear', 'context_compaction')
+            WHERE thread_id = ? AND kind IN ({", ".join(f"'{k}'" for k in LIFECYCLE_KINDS)})
               AND COALESCE(json_extract(payload, '$.ok'), 1) = 1
             GROUP BY kind
         """
         with self._lock:
             rows = self._connect().execute(sql, (thread_id,)).fetchall()
-        return {
-            kind: {"count": int(n), "tokens": int(tokens or 0), "freed": int(freed or 0)}
-            for kind, n, tokens, freed in rows
-        }
+        return lifecycle_of(rows)
 
     def verify(self) -> list[str]:
-        """Check the store; returns the problems found (empty when sound)."""
         problems: list[str] = []
         with self._lock:
             conn = self._connect()
@@ -249,4 +354,20 @@ class TraceStore:
         return problems
 
 
-__all__ = ["COLUMNS", "KINDS", "TRACE_FILE", "TraceError", "TraceEvent", "TraceStore", "new_event_id"]
+__all__ = [
+    "COLUMNS",
+    "KINDS",
+    "LIFECYCLE_KINDS",
+    "TRACE_FILE",
+    "SqliteTraceStore",
+    "TraceError",
+    "TraceEvent",
+    "TraceStore",
+    "batch_of",
+    "event_of",
+    "filters",
+    "lifecycle_of",
+    "new_event_id",
+    "register_store",
+    "spend_of",
+]

@@ -5,6 +5,7 @@ from ctxwarden.stack.build import context_middleware, create_context_agent
 from ctxwarden.stack.checkpoints import SqliteCheckpointer, open_checkpointer
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
 from ctxwarden.stack.middleware import ContextWindowMiddleware
+from ctxwarden.stack.store_isolation import ThreadIsolatedStoreBackend
 
 __all__ = [
     "CallBudget",
@@ -13,6 +14,7 @@ __all__ = [
     "LayerEdit",
     "SqliteCheckpointer",
     "ThreadIsolatedBackend",
+    "ThreadIsolatedStoreBackend",
     "context_middleware",
     "create_context_agent",
     "open_checkpointer",
