@@ -229,7 +229,7 @@ async def test_an_async_agent_on_async_postgres_evicts_and_recalls(postgres_url:
         out = await agent.ainvoke({"messages": [("user", "build")]}, {"configurable": {"thread_id": "async"}})
         stored = await store.aget(("ctxwarden", "threads", "async"), "/large_tool_results/async/c0")
     evicted, recalled = [m for m in out["messages"] if isinstance(m, ToolMessage)]
-    assert SECRET not in str(evicted.content)[2_000:]  # the view keeps a preview, not the log
+    assert str(evicted.content).count(SECRET) < LOG.count(SECRET) // 4  # the view keeps a preview, not the log
     assert recalled.content == LOG
     assert stored is not None
     assert stored.value["content"] == LOG
