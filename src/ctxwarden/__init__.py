@@ -17,6 +17,7 @@ from ctxwarden.core import (
 )
 from ctxwarden.curate import ForkError, Unit
 from ctxwarden.errors import (
+    BuildArgumentError,
     ContextStillTooLargeError,
     CtxwardenError,
     PolicyError,
@@ -54,6 +55,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "DETERMINISTIC",
     "ApproximateCounter",
+    "BuildArgumentError",
     "CallBudget",
     "ContextLayer",
     "ContextPolicy",

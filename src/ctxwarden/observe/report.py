@@ -29,8 +29,9 @@ from ctxwarden.core.stamp import last_stamped, stamps
 from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.state import is_summary
-from ctxwarden.observe.thread import aread_values, read_values, state_dir_of, thread_id_of
+from ctxwarden.observe.thread import UnknownThreadError, aread_values, read_values, state_dir_of, thread_id_of
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
+from ctxwarden.stack.discover import checkpointer_of, trace_of
 from ctxwarden.view import model_view
 
 CATEGORIES = (
@@ -291,9 +292,11 @@ def context_report(
     """The /context report of the thread in `config`.
 
     `source` is a compiled agent, a checkpointer or a state directory. The per-role
-    spend comes from `trace` (default: the `trace.sqlite` beside a SQLite checkpointer).
-    Pass `model` to see the thread against another model's window.
+    spend comes from `trace` (default: the trace the agent records to, else the
+    `trace.sqlite` beside a SQLite checkpointer). Pass `model` to see the thread against
+    another model's window.
     """
+    _require_checkpointer(source)
     values = read_values(source, config)
     thread = thread_id_of(config)
     store = _trace_for(source, trace)
@@ -321,6 +324,7 @@ async def acontext_report(
     model: Any = None,
 ) -> ContextReport:
     """Async twin of `context_report`."""
+    _require_checkpointer(source)
     values = await aread_values(source, config)
     thread = thread_id_of(config)
     store = _trace_for(source, trace)
@@ -338,11 +342,25 @@ async def acontext_report(
     )
 
 
+def _require_checkpointer(source: Any) -> None:
+    """A compiled agent without a checkpointer kept no thread to report on: say so, and how to keep one."""
+    if hasattr(source, "get_state") and checkpointer_of(source) is None:
+        raise UnknownThreadError(
+            "the agent has no checkpointer, so it kept no thread to report on. Fix: build it with a checkpointer "
+            "(create_deep_agent(..., checkpointer=InMemorySaver()), or create_context_agent(...), which keeps one "
+            "under its state dir)."
+        )
+
+
 def _trace_for(source: Any, trace: TraceStore | str | Path | None) -> TraceStore | None:
     if isinstance(trace, TraceStore):
         return trace
     if trace is not None:
         return TraceStore(trace)
+    if hasattr(source, "get_state"):
+        recorded = trace_of(source)
+        if recorded is not None and recorded.path.is_file():
+            return recorded
     state_dir = state_dir_of(source)
     path = state_dir / TRACE_FILE if state_dir is not None else None
     return TraceStore(path) if path is not None and path.is_file() else None
