@@ -22,6 +22,7 @@ def test_readme_first_screen_has_exactly_two_commands() -> None:
     assert len(commands) == 2
     demo, tests = commands
     assert demo.startswith("python3 -m venv .venv && ")
+    assert '.venv/bin/pip install -e ".[demo]"' in demo  # the extra that installs everything the demo shows
     assert demo.endswith("ctxwarden demo")
     assert tests.startswith("python3 -m venv .venv && ")
     assert "pytest" in tests
@@ -31,6 +32,15 @@ def test_ci_runs_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     _demo, tests = _readme_commands()
     assert tests in ci
+
+
+def test_ci_runs_the_readme_demo_command_in_a_fresh_environment() -> None:
+    lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    demo, tests = _readme_commands()
+    demo_at = lines.index(demo + " > /dev/null")  # verbatim, output silenced
+    tests_at = lines.index(tests)
+    assert "rm -rf .venv" in lines[demo_at - 3] or any("rm -rf .venv" in line for line in lines[:demo_at])
+    assert any(line.startswith("rm -rf .venv") for line in lines[demo_at + 1 : tests_at])  # tests start fresh
 
 
 def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

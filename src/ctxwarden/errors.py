@@ -38,6 +38,10 @@ class BuildArgumentError(CtxwardenError, TypeError, ValueError):
     """
 
 
+class MissingExtraError(CtxwardenError, ImportError):
+    """A feature needs an optional package (matplotlib, rich) that is not installed; the message names the extra."""
+
+
 class TrajectoryFormatError(CtxwardenError, ValueError):
     """A recorded session file cannot be read as a trajectory."""
 
@@ -79,6 +83,7 @@ __all__ = [
     "BuildArgumentError",
     "ContextStillTooLargeError",
     "CtxwardenError",
+    "MissingExtraError",
     "PolicyError",
     "ReplayMismatchError",
     "TrajectoryFormatError",

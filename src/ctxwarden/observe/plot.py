@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
+from ctxwarden.core.extras import require
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.core.stamp import is_evicted, stamp_of
 from ctxwarden.observe.thread import read_messages
@@ -60,8 +61,7 @@ def usage_plot(
 
     `source` is a list of messages, or an agent, checkpointer or state dir with `config`.
     """
-    from matplotlib.figure import Figure
-
+    Figure = require("matplotlib.figure", "usage_plot").Figure
     if isinstance(source, list | tuple):
         messages = list(source)
     else:

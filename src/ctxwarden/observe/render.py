@@ -9,6 +9,8 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Any
 
+from ctxwarden.core.extras import require
+
 if TYPE_CHECKING:
     from ctxwarden.observe.report import ContextReport
 
@@ -80,9 +82,9 @@ def report_text(report: ContextReport) -> str:
 
 
 def report_rich(report: ContextReport) -> Any:
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
+    Group = require("rich.console", "the rich /context report").Group
+    Table = require("rich.table", "the rich /context report").Table
+    Text = require("rich.text", "the rich /context report").Text
 
     color = GAUGE_COLORS[report.gauge]
     table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
