@@ -29,6 +29,7 @@ from ctxwarden.core.stamp import last_stamped, stamps
 from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.state import is_summary
+from ctxwarden.observe import forecast as forecasting
 from ctxwarden.observe.thread import UnknownThreadError, aread_values, read_values, state_dir_of, thread_id_of
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.discover import checkpointer_of, trace_of
@@ -72,6 +73,10 @@ class ContextReport:
     spend: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     lifecycle: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     policy: ContextPolicy = DEFAULT_POLICY
+    out_of_reach: Mapping[str, int] = field(default_factory=dict)
+    """Tokens no clearing batch can remove, by what they are (see `ctxwarden.observe.forecast`)."""
+    counter: str = ""
+    """What the meter counted with: `tiktoken:<encoding>`, or `approximate` (4 characters a token)."""
 
     @property
     def fraction(self) -> float:
@@ -107,20 +112,13 @@ class ContextReport:
         ]
 
     def forecast(self) -> list[str]:
-        """What the next clear and fold will do, in words."""
-        lines = []
-        if self.used >= self.clear_at:
-            lines.append(f"clearing is due: it would free about {self.next_clear_frees:,} tokens")
-        else:
-            lines.append(
-                f"the next clear fires at {self.clear_at:,} tokens ({self.clear_at - self.used:,} from now) "
-                f"and would free about {self.next_clear_frees:,} tokens"
-            )
-        if self.used >= self.fold_at:
-            lines.append("a fold is due on the next call")
-        else:
-            lines.append(f"the next fold fires at {self.fold_at:,} tokens ({self.fold_at - self.used:,} from now)")
-        return lines
+        """What the next clear and fold will do, in words (only what the policy will do)."""
+        return forecasting.forecast(self)
+
+    @property
+    def warning(self) -> str | None:
+        """Set when the fixed part of every call takes most of the window."""
+        return forecasting.overhead_warning(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Every figure, JSON-safe."""
@@ -138,6 +136,10 @@ class ContextReport:
             "fold_at": self.fold_at,
             "next_clear_frees": self.next_clear_frees,
             "forecast": self.forecast(),
+            "min_clear_batch": forecasting.min_batch(self),
+            "out_of_reach": dict(self.out_of_reach),
+            "warning": self.warning,
+            "counter": self.counter,
             "calls": self.calls,
             "last_input_tokens": self.last_input_tokens,
             "added_since": self.added_since,
@@ -219,6 +221,7 @@ def build_report(
     categories = _scale({name: raw.get(name, 0) for name in CATEGORIES}, used)
     clearable_raw = _clearable(view, meter, policy)
     raw_total = sum(raw.values()) or 1
+    reach = _out_of_reach(view, meter, policy, categories, used / raw_total)
     return ContextReport(
         thread_id=thread_id,
         model=model_label,
@@ -236,7 +239,22 @@ def build_report(
         spend=dict(spend or {}),
         lifecycle=dict(lifecycle or {}),
         policy=policy,
+        out_of_reach=reach,
+        counter=meter.counter_name,
     )
+
+
+def _out_of_reach(
+    view: Sequence[BaseMessage], meter: TokenMeter, policy: ContextPolicy, categories: Mapping[str, int], scale: float
+) -> dict[str, int]:
+    """What clearing cannot remove, in the report's (scaled) tokens: the fixed prompt and the rest by kind."""
+    fixed = sum(categories.get(name, 0) for name in forecasting.FIXED)
+    reach = {"system prompt, tool schemas and admitted sections": fixed}
+    reach["user messages"] = categories.get("user messages", 0)
+    reach["summary"] = categories.get("summary", 0)
+    for name, tokens in forecasting.out_of_reach(view, meter, policy).items():
+        reach[name] = round(tokens * scale)
+    return reach
 
 
 def _count_by_role(messages: Sequence[BaseMessage], meter: TokenMeter) -> dict[str, int]:
