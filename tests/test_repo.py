@@ -52,6 +52,22 @@ def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
 
 
+def test_readme_one_liner_gets_eviction_the_trace_and_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first snippet: `create_deep_agent(..., middleware=context_middleware())` with no other ctxwarden argument."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.findall(r"```python\n(.+?)\n```", readme, flags=re.S)[0]
+    assert "middleware=context_middleware()" in block
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {"__name__": "readme"}
+    exec(compile(block, "README.md", "exec"), namespace)
+    report = namespace["report"]
+    assert report.lifecycle["eviction"]["count"] > 0  # evicted by ctxwarden, not deepagents' blind preview
+    assert report.spend["main"]["calls"] > 0  # the trace was recorded, and found without being named
+    messages = namespace["agent"].get_state(namespace["config"]).values["messages"]
+    assert any("[ctxwarden: evicted build output" in str(m.content) for m in messages)
+    assert (tmp_path / ".ctxwarden" / "trace.sqlite").is_file()
+
+
 def test_notebooks_are_committed_without_outputs() -> None:
     notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
     assert notebooks
