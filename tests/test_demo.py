@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -100,3 +101,43 @@ def test_demo_reports_a_bad_trajectory_file(tmp_path: Path) -> None:
     done = _run("demo", "--trajectory", str(bad), cwd=tmp_path)
     assert done.returncode == 1
     assert "bad.json: message 0 is not an object (found int)" in done.stderr
+
+
+WORDS = {"one": 1, "once": 1, "two": 2, "twice": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+
+
+def _number(word: str) -> int:
+    return WORDS[word] if word in WORDS else int(word)
+
+
+def test_the_readme_figures_are_what_the_readme_command_prints(tmp_path: Path) -> None:
+    """The README quotes the demo; the demo run here counts with the base install's tokenizer, like the README's."""
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    at_32k = re.search(
+        r"What the command above prints: (\d+) model calls, none over the window; (\w+) log is evicted to a file at "
+        r"arrival and (\w+) clearing batches keep the peak at (\d+)% of the window, while (\d+)% of the original "
+        r"output stays reachable",
+        readme,
+    )
+    at_16k = re.search(
+        r"At `--window 16000` the session also folds (\w+), with (\w+) evictions and (\w+) clearing batches, "
+        r"and still no call exceeds the window",
+        readme,
+    )
+    assert at_32k is not None
+    assert at_16k is not None
+    default = json.loads(_run("demo", "--json", "--state-dir", "a", cwd=tmp_path).stdout)
+    assert default["counter"].startswith("tiktoken")  # the offline tokenizer comes with the base install
+    calls, evicted, clears, peak, reachable = at_32k.groups()
+    assert default["calls"] == int(calls)
+    assert default["overflows"] == 0
+    assert default["evictions"] == _number(evicted)
+    assert default["clears"] == _number(clears)
+    assert round(default["peak_fraction"] * 100) == int(peak)
+    assert round(default["recoverable_fraction"] * 100) == int(reachable)
+    small = json.loads(_run("demo", "--json", "--window", "16000", "--state-dir", "b", cwd=tmp_path).stdout)
+    folds, evictions, batches = at_16k.groups()
+    assert small["folds"] == _number(folds)
+    assert small["evictions"] == _number(evictions)
+    assert small["clears"] == _number(batches)
+    assert small["overflows"] == 0

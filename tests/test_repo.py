@@ -22,6 +22,7 @@ def test_readme_first_screen_has_exactly_two_commands() -> None:
     assert len(commands) == 2
     demo, tests = commands
     assert demo.startswith("python3 -m venv .venv && ")
+    assert '.venv/bin/pip install -e ".[demo]"' in demo  # the extra that installs everything the demo shows
     assert demo.endswith("ctxwarden demo")
     assert tests.startswith("python3 -m venv .venv && ")
     assert "pytest" in tests
@@ -33,6 +34,15 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert tests in ci
 
 
+def test_ci_runs_the_readme_demo_command_in_a_fresh_environment() -> None:
+    lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    demo, tests = _readme_commands()
+    demo_at = lines.index(demo + " > /dev/null")  # verbatim, output silenced
+    tests_at = lines.index(tests)
+    assert "rm -rf .venv" in lines[demo_at - 3] or any("rm -rf .venv" in line for line in lines[:demo_at])
+    assert any(line.startswith("rm -rf .venv") for line in lines[demo_at + 1 : tests_at])  # tests start fresh
+
+
 def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.+?)\n```", readme, flags=re.S)
@@ -40,6 +50,22 @@ def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.chdir(tmp_path)
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+
+
+def test_readme_one_liner_gets_eviction_the_trace_and_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first snippet: `create_deep_agent(..., middleware=context_middleware())` with no other ctxwarden argument."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.findall(r"```python\n(.+?)\n```", readme, flags=re.S)[0]
+    assert "middleware=context_middleware()" in block
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {"__name__": "readme"}
+    exec(compile(block, "README.md", "exec"), namespace)
+    report = namespace["report"]
+    assert report.lifecycle["eviction"]["count"] > 0  # evicted by ctxwarden, not deepagents' blind preview
+    assert report.spend["main"]["calls"] > 0  # the trace was recorded, and found without being named
+    messages = namespace["agent"].get_state(namespace["config"]).values["messages"]
+    assert any("[ctxwarden: evicted build output" in str(m.content) for m in messages)
+    assert (tmp_path / ".ctxwarden" / "trace.sqlite").is_file()
 
 
 def test_notebooks_are_committed_without_outputs() -> None:

@@ -17,8 +17,10 @@ from ctxwarden.core import (
 )
 from ctxwarden.curate import ForkError, Unit
 from ctxwarden.errors import (
+    BuildArgumentError,
     ContextStillTooLargeError,
     CtxwardenError,
+    MissingExtraError,
     PolicyError,
     ReplayMismatchError,
     TrajectoryFormatError,
@@ -55,6 +57,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "DETERMINISTIC",
     "ApproximateCounter",
+    "BuildArgumentError",
     "CallBudget",
     "ContextLayer",
     "ContextPolicy",
@@ -67,6 +70,7 @@ __all__ = [
     "GaugeLevel",
     "LayerEdit",
     "Measurement",
+    "MissingExtraError",
     "PolicyError",
     "Recording",
     "ReplayChatModel",

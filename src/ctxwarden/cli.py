@@ -1,18 +1,33 @@
-"""The `ctxwarden` command line."""
+"""The `ctxwarden` command line: the demo, and the /context report, trace and threads of a state dir.
+
+Bad input never ends in a traceback: an unknown thread, a missing state dir, a damaged
+trace or an unknown event kind prints what is wrong and how to fix it, and exits with 2;
+a closed pipe (`ctxwarden trace ... | head -1`) ends quietly. Modules are imported inside
+the commands so `--help` stays fast.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sqlite3
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from ctxwarden.errors import CtxwardenError
+
+KIND_ALIASES = {"fold": "context_compaction", "clear": "context_clear", "evict": "eviction"}
+"""Short names `--kind` accepts for the lifecycle events (a fold is recorded as `context_compaction`)."""
+
+
+def _version() -> str:
+    from ctxwarden import __version__
+
+    return __version__
 
 
 def _positive_int(text: str) -> int:
@@ -25,51 +40,89 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from ctxwarden.demo import DEFAULT_WINDOW
+def _state_dir_option(parser: argparse.ArgumentParser) -> None:
     from ctxwarden.stack.build import DEFAULT_STATE_DIR
 
-    parser = argparse.ArgumentParser(prog="ctxwarden", description="Context-window management for LangGraph agents.")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DEFAULT_STATE_DIR,
+        metavar="DIR",
+        help=f"the agent's state dir, holding checkpoints.sqlite and trace.sqlite (default: {DEFAULT_STATE_DIR})",
+    )
+
+
+def _thread_option(parser: argparse.ArgumentParser, *, required: bool, help: str) -> None:
+    parser.add_argument("--thread", dest="thread", required=required, metavar="ID", help=help)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ctxwarden.demo.run import DEFAULT_WINDOW
+
+    parser = argparse.ArgumentParser(
+        prog="ctxwarden",
+        description="Context-window management for LangGraph agents: a demo on a recorded session, and the "
+        "/context report, trace and threads of an agent's state dir.",
+    )
+    parser.add_argument("--version", action="version", version=f"ctxwarden {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
     demo = commands.add_parser(
         "demo",
         help="replay a real recorded agent session through the context manager",
-        description="Replay a recorded agent session through create_context_agent and report what each call received.",
+        description="Replay a recorded agent session through create_context_agent with a progress bar, then print "
+        "what each call received, what the context manager did and the /context report; writes "
+        "<state-dir>/usage.png. Needs the demo extra: pip install 'ctxwarden[demo]'.",
     )
     demo.add_argument(
         "--trajectory",
         type=Path,
+        metavar="PATH",
         help="a mini-swe-agent .traj.json or an OpenAI message list (default: the shipped sqlfluff-1733 session)",
     )
     demo.add_argument(
         "--window",
         type=_positive_int,
         default=DEFAULT_WINDOW,
-        help=f"context window in tokens (default: {DEFAULT_WINDOW:,})",
+        metavar="TOKENS",
+        help=f"context window in tokens (default: {DEFAULT_WINDOW}; try 16000 to see folds)",
     )
-    demo.add_argument(
-        "--state-dir",
-        type=Path,
-        default=DEFAULT_STATE_DIR,
-        help=f"where checkpoints and offloaded files go (default: {DEFAULT_STATE_DIR})",
-    )
-    demo.add_argument("--thread-id", help="thread to replay into (default: a new one)")
+    _state_dir_option(demo)
+    _thread_option(demo, required=False, help="thread to replay into (default: a new demo-... thread)")
+    demo.add_argument("--thread-id", dest="thread", help=argparse.SUPPRESS)  # the demo's older spelling
     demo.add_argument("--json", action="store_true", help="print one JSON object on stdout instead of the table")
 
-    context = commands.add_parser("context", help="the /context report of a checkpointed thread")
-    context.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="the agent's state dir")
-    context.add_argument("--thread", required=True, help="thread id")
-    context.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    context = commands.add_parser(
+        "context",
+        help="the /context report of a checkpointed thread",
+        description="What the thread's next model call will carry, by category, against its window, with the "
+        "clear and fold thresholds and what they will do. Text when piped, a table in a terminal.",
+    )
+    _state_dir_option(context)
+    _thread_option(context, required=True, help="the thread id (ctxwarden threads lists them)")
+    context.add_argument("--json", action="store_true", help="print every figure as one JSON object")
     context.add_argument("--url", help="a postgresql:// URL holding the checkpoints and the trace (not --state-dir)")
 
-    threads = commands.add_parser("threads", help="the threads of a state dir, with their size and gauge")
-    threads.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="the agent's state dir")
+    threads = commands.add_parser(
+        "threads",
+        help="the threads of a state dir, with their size and gauge",
+        description="Every checkpointed thread of a state dir with its model, calls, tokens used, window and gauge.",
+    )
+    _state_dir_option(threads)
     threads.add_argument("--json", action="store_true", help="one JSON object per thread, one per line")
 
-    trace = commands.add_parser("trace", help="the trace events of a thread, oldest first")
-    trace.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="the agent's state dir")
-    trace.add_argument("--thread", required=True, help="thread id")
-    trace.add_argument("--kind", action="append", help="only events of this kind (repeatable)")
+    trace = commands.add_parser(
+        "trace",
+        help="the trace events of a thread, oldest first",
+        description="The thread's trace events, oldest first: time, kind, model, namespace (for a subagent) and "
+        "payload. Kinds: model_usage, tool_call, model_switch, context_overflow, eviction, context_clear, "
+        "context_compaction, admit_problem; fold, clear and evict name the lifecycle ones.",
+    )
+    _state_dir_option(trace)
+    _thread_option(trace, required=True, help="the thread id (ctxwarden threads lists them)")
+    trace.add_argument(
+        "--kind", action="append", metavar="KIND", help="only events of this kind (repeatable; e.g. fold, tool_call)"
+    )
     trace.add_argument("--json", action="store_true", help="one JSON object per line")
     trace.add_argument("--url", help="a postgresql:// URL holding the trace (instead of --state-dir)")
     return parser
@@ -77,20 +130,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "demo":
-        return _demo(args)
-    if args.command == "context":
-        return _context(args)
-    if args.command == "trace":
-        return _trace(args)
-    if args.command == "threads":
-        return _threads(args)
-    return 2  # pragma: no cover - argparse rejects unknown commands
+    commands = {"demo": _demo, "context": _context, "trace": _trace, "threads": _threads}
+    try:
+        return commands[args.command](args)
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as other commands do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 def _fail(command: str, message: object) -> int:
     sys.stderr.write(f"ctxwarden {command}: {message}\n")
     return 2
+
+
+def _damaged(path: Path, exc: BaseException) -> str:
+    return (
+        f"the trace at {path} is damaged and cannot be read ({exc}). Fix: move it aside; the next run starts a "
+        "new one (the checkpoints are separate and unaffected)."
+    )
 
 
 def _postgres_url(url: str | None) -> str | None:
@@ -103,53 +161,60 @@ def _postgres_url(url: str | None) -> str | None:
 
 
 def _context(args: argparse.Namespace) -> int:
-    from ctxwarden.observe import TraceStore, UnknownThreadError, context_report
+    from ctxwarden.observe import TRACE_FILE, TraceError, TraceStore, context_report
 
+    path = args.state_dir / TRACE_FILE
     config: Any = {"configurable": {"thread_id": args.thread}}
     try:
         if _postgres_url(args.url) is None:
-            report = context_report(args.state_dir, config)
+            report = context_report(args.state_dir, config, trace=TraceStore(path) if path.is_file() else None)
         else:
-            try:
-                from langgraph.checkpoint.postgres import PostgresSaver
-            except ImportError:
-                return _fail("context", 'reading Postgres needs its extra. Fix: pip install "ctxwarden[postgres]"')
-            trace = TraceStore(args.url)
-            try:
-                with PostgresSaver.from_conn_string(args.url) as saver:
-                    report = context_report(saver, config, trace=trace)
-            finally:
-                trace.close()
-    except (UnknownThreadError, CtxwardenError) as exc:
+            report = _postgres_report(args.url, config)
+    except (TraceError, sqlite3.DatabaseError) as exc:
+        return _fail("context", _damaged(path, exc))
+    except CtxwardenError as exc:
         return _fail("context", exc)
     except Exception as exc:  # e.g. the database refused the connection
         return _fail("context", f"{type(exc).__name__}: {exc}")
     if args.json:
         sys.stdout.write(json.dumps(report.to_dict()) + "\n")
         return 0
-    out = Console()
-    if out.is_terminal:
-        out.print(report)
-    else:
-        sys.stdout.write(report.to_text() + "\n")
+    _print_report(report)
     return 0
 
 
+def _print_report(report: Any) -> None:
+    """A table in a terminal when rich is installed, else the text form."""
+    from ctxwarden.core.extras import available
+
+    if sys.stdout.isatty() and available("rich"):
+        from rich.console import Console
+
+        Console().print(report)
+    else:
+        sys.stdout.write(report.to_text() + "\n")
+
+
 def _threads(args: argparse.Namespace) -> int:
-    from ctxwarden.observe import UnknownThreadError, context_report
+    from ctxwarden.observe import TRACE_FILE, TraceError, TraceStore, UnknownThreadError, context_report
     from ctxwarden.observe.thread import known_threads, open_state_dir
 
     try:
         saver = open_state_dir(args.state_dir)
     except UnknownThreadError as exc:
         return _fail("threads", exc)
+    path = args.state_dir / TRACE_FILE
     rows: list[dict[str, Any]] = []
     try:
         for thread in known_threads(saver):
             try:
                 report = context_report(
-                    saver, {"configurable": {"thread_id": thread}}, trace=_trace_path(args.state_dir)
+                    saver,
+                    {"configurable": {"thread_id": thread}},
+                    trace=TraceStore(path) if path.is_file() else None,
                 )
+            except (TraceError, sqlite3.DatabaseError) as exc:
+                return _fail("threads", _damaged(path, exc))
             except CtxwardenError as exc:  # a thread with no measured call yet
                 rows.append({"thread_id": thread, "error": str(exc)})
                 continue
@@ -186,11 +251,34 @@ def _threads(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trace_path(state_dir: Path) -> Path | None:
-    from ctxwarden.observe import TRACE_FILE
+def _kinds(asked: list[str] | None, seen: set[str]) -> tuple[set[str] | None, str | None]:
+    """The event kinds `--kind` asks for (aliases resolved), or an error naming the kinds there are."""
+    from ctxwarden.observe import KINDS
 
-    path = state_dir / TRACE_FILE
-    return path if path.is_file() else None
+    if not asked:
+        return None, None
+    known = {*KINDS, "admit_problem", *seen}
+    wanted = {KIND_ALIASES.get(kind, kind) for kind in asked}
+    unknown = sorted(kind for kind in asked if KIND_ALIASES.get(kind, kind) not in known)
+    if unknown:
+        listing = ", ".join([*sorted(known), *(f"{a} (= {k})" for a, k in KIND_ALIASES.items())])
+        return None, f"unknown event kind {', '.join(map(repr, unknown))}. Kinds: {listing}."
+    return wanted, None
+
+
+def _postgres_report(url: str, config: Any) -> Any:
+    from ctxwarden.observe import TraceStore, context_report
+
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError as exc:
+        raise CtxwardenError('reading Postgres needs its extra. Fix: pip install "ctxwarden[postgres]"') from exc
+    trace = TraceStore(url)
+    try:
+        with PostgresSaver.from_conn_string(url) as saver:
+            return context_report(saver, config, trace=trace)
+    finally:
+        trace.close()
 
 
 def _trace(args: argparse.Namespace) -> int:
@@ -210,12 +298,17 @@ def _trace(args: argparse.Namespace) -> int:
             listing = ", ".join(known[:10]) + (" …" if len(known) > 10 else "") if known else "none"
             where = store.location
             return _fail("trace", f"thread {args.thread!r} has no events in {where}. Known threads: {listing}.")
-        events = store.events(thread_id=args.thread, kind=args.kind)
-    except TraceError as exc:
-        return _fail("trace", exc)
+        events = store.events(thread_id=args.thread)
+    except (TraceError, sqlite3.DatabaseError) as exc:
+        return _fail("trace", _damaged(path, exc))
     finally:
         store.close()
+    wanted, problem = _kinds(args.kind, {event.kind for event in events})
+    if problem is not None:
+        return _fail("trace", problem)
     for event in events:
+        if wanted is not None and event.kind not in wanted:
+            continue
         if args.json:
             row = {
                 "id": event.id,
@@ -238,16 +331,24 @@ def _trace(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from ctxwarden.core.extras import require
+
+    try:
+        console = require("rich.console", "ctxwarden demo")
+        require("matplotlib.figure", "ctxwarden demo")
+    except CtxwardenError as exc:
+        sys.stderr.write(f"ctxwarden demo: {exc}\n")
+        return 1
     from ctxwarden.demo import render, run_demo
 
-    out = Console()
-    err = Console(stderr=True)
+    out = console.Console()
+    err = console.Console(stderr=True)
     try:
         result = run_demo(
             args.trajectory,
             window=args.window,
             state_dir=args.state_dir,
-            thread_id=args.thread_id,
+            thread_id=args.thread,
             console=err if err.is_terminal else None,
         )
     except (CtxwardenError, ValueError) as exc:

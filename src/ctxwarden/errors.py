@@ -31,6 +31,17 @@ class ContextStillTooLargeError(CtxwardenError, ContextOverflowError):
     """
 
 
+class BuildArgumentError(CtxwardenError, TypeError, ValueError):
+    """A build argument cannot work: a policy that is not a `ContextPolicy`, an unknown summarizer.
+
+    Also a `TypeError` and a `ValueError`, whichever a caller's handler expects.
+    """
+
+
+class MissingExtraError(CtxwardenError, ImportError):
+    """A feature needs an optional package (matplotlib, rich) that is not installed; the message names the extra."""
+
+
 class TrajectoryFormatError(CtxwardenError, ValueError):
     """A recorded session file cannot be read as a trajectory."""
 
@@ -69,8 +80,10 @@ def is_context_overflow(exc: BaseException) -> bool:
 
 
 __all__ = [
+    "BuildArgumentError",
     "ContextStillTooLargeError",
     "CtxwardenError",
+    "MissingExtraError",
     "PolicyError",
     "ReplayMismatchError",
     "TrajectoryFormatError",

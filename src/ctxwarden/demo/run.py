@@ -17,17 +17,16 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepagents.backends import FilesystemBackend
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from ctxwarden.clip.recoverability import check_outputs
+from ctxwarden.core.extras import require
 from ctxwarden.core.gauge import gauge_level
+from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.stamp import METADATA_KEY, is_evicted
 from ctxwarden.fold.engine import DETERMINISTIC
 from ctxwarden.observe.plot import usage_plot
@@ -39,6 +38,9 @@ from ctxwarden.replay.recording import Recording, load_recording
 from ctxwarden.replay.tools import replay_tools
 from ctxwarden.stack.build import DEFAULT_STATE_DIR, create_context_agent
 from ctxwarden.view import last_call_view
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 DEFAULT_WINDOW = 32_000
 DEFAULT_TRAJECTORY = "sqlfluff__sqlfluff-1733.traj.json"
@@ -68,6 +70,8 @@ class DemoResult:
     per_call_input_tokens: list[int] = field(default_factory=list)
     recoverable_fraction: float = 1.0
     fallback_folds: int = 0
+    counter: str = ""
+    """What ctxwarden's meter counted with (`tiktoken:...`, or `approximate`)."""
     plot: str | None = None
     context: dict[str, Any] = field(default_factory=dict)
 
@@ -99,10 +103,12 @@ def run_demo(
 ) -> DemoResult:
     """Replay `trajectory` (default: the shipped one) at `window` tokens and measure every call.
 
-    A progress bar goes to `console` when one is given.
+    A progress bar goes to `console` when one is given. Needs matplotlib for the usage plot
+    (`pip install 'ctxwarden[demo]'`).
     """
     if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
         raise ValueError(f"window={window!r} must be a positive number of tokens, e.g. --window 32000.")
+    require("matplotlib.figure", "the demo's usage plot")
     recording = load_recording(trajectory or default_trajectory())
     model = ReplayChatModel(recording=recording, usage="received", profile={"max_input_tokens": window})
     agent = create_context_agent(
@@ -142,6 +148,7 @@ def run_demo(
     usage_plot(messages, path=plot_path, title=f"{recording.instance_id or 'replay'} at a {window:,}-token window")
     result.plot, result.context = str(plot_path), report.to_dict()
     result.report = report
+    result.counter = TokenMeter().counter_name
     return result
 
 
@@ -177,8 +184,25 @@ def summarize(
     )
 
 
+def is_shipped(trajectory: str | Path) -> bool:
+    """Whether `trajectory` is the recording shipped with the package (the one the credit line is for)."""
+    return Path(trajectory).resolve() == default_trajectory().resolve()
+
+
+def next_steps(result: DemoResult) -> list[str]:
+    """What to try after this run: folds if there were none, then the thread's report and trace."""
+    state = f"--state-dir {result.state_dir} --thread {result.thread_id}"
+    steps = []
+    if result.folds == 0:
+        steps.append(f"ctxwarden demo --window {max(1, result.window // 2)}   # a smaller window: it folds too")
+    steps.append(f"ctxwarden context {state}   # the /context report")
+    steps.append(f"ctxwarden trace {state} --kind clear --kind fold   # what the layers did, when")
+    return steps
+
+
 def render(result: DemoResult, console: Console) -> None:
-    """The end-of-run table, for a person."""
+    """The end-of-run table, for a person (needs rich: `pip install 'ctxwarden[demo]'`)."""
+    Table = require("rich.table", "the demo's table").Table
     table = Table(title=f"ctxwarden demo · window {result.window:,} tokens", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
@@ -195,6 +219,7 @@ def render(result: DemoResult, console: Console) -> None:
         "evictions / clearing batches / folds", f"{result.evictions} / {result.clears} / {result.folds}{fallback}"
     )
     table.add_row("original output still reachable", f"{result.recoverable_fraction:.1%}")
+    table.add_row("tokens counted with", result.counter or TokenMeter().counter_name)
     table.add_row("input tokens per call", _sparkline(result.per_call_input_tokens, result.window))
     table.add_row("thread", f"{result.thread_id} in {result.state_dir}")
     if result.plot:
@@ -203,7 +228,12 @@ def render(result: DemoResult, console: Console) -> None:
     if result.report is not None:
         console.print()
         console.print(result.report)
-    console.print(f"[dim]{TRAJECTORY_CREDIT}[/dim]")
+    console.print()
+    console.print("[bold]Next[/bold]")
+    for step in next_steps(result):
+        console.print(f"  {step}", highlight=False, markup=False)
+    if is_shipped(result.trajectory):
+        console.print(f"[dim]{TRAJECTORY_CREDIT}[/dim]")
 
 
 def _sparkline(values: list[int], window: int, width: int = 36) -> str:
@@ -222,6 +252,10 @@ def _progress(console: Console | None, recording: Recording) -> Iterator[Any]:
     if console is None:
         yield lambda: None
         return
+    progress_module = require("rich.progress", "the demo's progress bar")
+    Progress, TextColumn = progress_module.Progress, progress_module.TextColumn
+    BarColumn, MofNCompleteColumn = progress_module.BarColumn, progress_module.MofNCompleteColumn
+    TimeElapsedColumn = progress_module.TimeElapsedColumn
     columns = (
         TextColumn("replaying"),
         BarColumn(),
@@ -234,4 +268,13 @@ def _progress(console: Console | None, recording: Recording) -> Iterator[Any]:
         yield lambda: progress.advance(task)
 
 
-__all__ = ["DEFAULT_WINDOW", "TRAJECTORY_CREDIT", "DemoResult", "default_trajectory", "render", "run_demo"]
+__all__ = [
+    "DEFAULT_WINDOW",
+    "TRAJECTORY_CREDIT",
+    "DemoResult",
+    "default_trajectory",
+    "is_shipped",
+    "next_steps",
+    "render",
+    "run_demo",
+]

@@ -8,6 +8,7 @@ evictions, clears, folds and model switches.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
+from ctxwarden.core.extras import require
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.core.stamp import is_evicted, stamp_of
 from ctxwarden.observe.thread import read_messages
@@ -59,9 +61,10 @@ def usage_plot(
     """A matplotlib `Figure` of a thread's input tokens per call; saved as PNG when `path` is given.
 
     `source` is a list of messages, or an agent, checkpointer or state dir with `config`.
+    The figure shows itself as an image when it is a notebook cell's value (no pyplot needed).
+    Needs matplotlib: `pip install 'ctxwarden[plot]'`.
     """
-    from matplotlib.figure import Figure
-
+    Figure = require("matplotlib.figure", "usage_plot").Figure
     if isinstance(source, list | tuple):
         messages = list(source)
     else:
@@ -97,9 +100,12 @@ def usage_plot(
         linewidth=1,
         label=f"clear at {policy.clear_at:.0%}",
     )
-    _markers(ax, rows, "evictions", "v", "#6a1b9a", "eviction")
-    _markers(ax, rows, "clear", "o", "#2e7d32", "clear")
-    _markers(ax, rows, "fold", "s", "#000000", "fold")
+    top = max(max(tokens), max(windows)) * 1.15
+    _markers(
+        ax, rows, "clear", {"marker": "o", "s": 70, "facecolors": "none", "edgecolors": "#2e7d32", "linewidths": 1.6}
+    )
+    _markers(ax, rows, "fold", {"marker": "s", "s": 30, "color": "#000000"})
+    _markers(ax, rows, "evictions", {"marker": "v", "s": 36, "color": "#6a1b9a"}, lift=top * 0.045)
     for row in rows:
         if row["switch"]:
             ax.axvline(row["call"] - 0.5, color="#555555", linestyle="-.", linewidth=1)
@@ -114,8 +120,8 @@ def usage_plot(
     ax.set_xlabel("model call")
     ax.set_ylabel("input tokens")
     ax.set_xlim(0.5, max(calls) + 0.5)
-    ax.set_ylim(0, max(max(tokens), max(windows)) * 1.15)
-    ax.yaxis.set_major_formatter(lambda value, _pos: f"{value / 1000:,.0f}k")
+    ax.set_ylim(0, top)
+    ax.yaxis.set_major_formatter(lambda value, _pos: tokens_label(value))
     ax.set_title(title or f"{len(rows)} model calls · peak {max(tokens):,} tokens")
     ax.grid(alpha=0.25)
     ax.legend(loc="upper left", fontsize=8, ncols=2)
@@ -123,21 +129,38 @@ def usage_plot(
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path)
+    fig._repr_png_ = lambda: _png(fig)  # a notebook shows the image, not `<Figure size ...>`
     return fig
 
 
-def _markers(ax: Any, rows: list[dict[str, Any]], key: str, marker: str, color: str, label: str) -> None:
+MARKER_LABELS = {"clear": "clear", "fold": "fold", "evictions": "eviction"}
+
+
+def tokens_label(value: float) -> str:
+    """An exact, short tick label: 2.5k, 12.5k, 200k, 1.5M (never 2k for 2,500)."""
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if abs(value) >= size:
+            return f"{value / size:,.3f}".rstrip("0").rstrip(".") + unit
+    return f"{value:,.0f}"
+
+
+def _png(fig: Any) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _markers(ax: Any, rows: list[dict[str, Any]], key: str, style: dict[str, Any], *, lift: float = 0.0) -> None:
+    """Markers for the calls where `key` happened; `lift` draws them above the line so none hides another."""
     hits = [r for r in rows if r[key]]
     if hits:
         ax.scatter(
             [r["call"] for r in hits],
-            [r["input_tokens"] for r in hits],
-            marker=marker,
-            color=color,
-            zorder=3,
-            s=28,
-            label=f"{label} ({sum(int(r[key]) for r in hits)})",
+            [r["input_tokens"] + lift for r in hits],
+            zorder=4,
+            label=f"{MARKER_LABELS[key]} ({sum(int(r[key]) for r in hits)})",
+            **style,
         )
 
 
-__all__ = ["call_series", "usage_plot"]
+__all__ = ["call_series", "tokens_label", "usage_plot"]

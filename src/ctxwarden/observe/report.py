@@ -29,8 +29,10 @@ from ctxwarden.core.stamp import last_stamped, stamps
 from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.state import is_summary
-from ctxwarden.observe.thread import aread_values, read_values, state_dir_of, thread_id_of
+from ctxwarden.observe import forecast as forecasting
+from ctxwarden.observe.thread import UnknownThreadError, aread_values, read_values, state_dir_of, thread_id_of
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
+from ctxwarden.stack.discover import checkpointer_of, trace_of
 from ctxwarden.view import model_view
 
 CATEGORIES = (
@@ -71,6 +73,10 @@ class ContextReport:
     spend: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     lifecycle: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     policy: ContextPolicy = DEFAULT_POLICY
+    out_of_reach: Mapping[str, int] = field(default_factory=dict)
+    """Tokens no clearing batch can remove, by what they are (see `ctxwarden.observe.forecast`)."""
+    counter: str = ""
+    """What the meter counted with: `tiktoken:<encoding>`, or `approximate` (4 characters a token)."""
 
     @property
     def fraction(self) -> float:
@@ -106,20 +112,13 @@ class ContextReport:
         ]
 
     def forecast(self) -> list[str]:
-        """What the next clear and fold will do, in words."""
-        lines = []
-        if self.used >= self.clear_at:
-            lines.append(f"clearing is due: it would free about {self.next_clear_frees:,} tokens")
-        else:
-            lines.append(
-                f"the next clear fires at {self.clear_at:,} tokens ({self.clear_at - self.used:,} from now) "
-                f"and would free about {self.next_clear_frees:,} tokens"
-            )
-        if self.used >= self.fold_at:
-            lines.append("a fold is due on the next call")
-        else:
-            lines.append(f"the next fold fires at {self.fold_at:,} tokens ({self.fold_at - self.used:,} from now)")
-        return lines
+        """What the next clear and fold will do, in words (only what the policy will do)."""
+        return forecasting.forecast(self)
+
+    @property
+    def warning(self) -> str | None:
+        """Set when the fixed part of every call takes most of the window."""
+        return forecasting.overhead_warning(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Every figure, JSON-safe."""
@@ -137,6 +136,10 @@ class ContextReport:
             "fold_at": self.fold_at,
             "next_clear_frees": self.next_clear_frees,
             "forecast": self.forecast(),
+            "min_clear_batch": forecasting.min_batch(self),
+            "out_of_reach": dict(self.out_of_reach),
+            "warning": self.warning,
+            "counter": self.counter,
             "calls": self.calls,
             "last_input_tokens": self.last_input_tokens,
             "added_since": self.added_since,
@@ -218,6 +221,7 @@ def build_report(
     categories = _scale({name: raw.get(name, 0) for name in CATEGORIES}, used)
     clearable_raw = _clearable(view, meter, policy)
     raw_total = sum(raw.values()) or 1
+    reach = _out_of_reach(view, meter, policy, categories, used / raw_total)
     return ContextReport(
         thread_id=thread_id,
         model=model_label,
@@ -235,7 +239,22 @@ def build_report(
         spend=dict(spend or {}),
         lifecycle=dict(lifecycle or {}),
         policy=policy,
+        out_of_reach=reach,
+        counter=meter.counter_name,
     )
+
+
+def _out_of_reach(
+    view: Sequence[BaseMessage], meter: TokenMeter, policy: ContextPolicy, categories: Mapping[str, int], scale: float
+) -> dict[str, int]:
+    """What clearing cannot remove, in the report's (scaled) tokens: the fixed prompt and the rest by kind."""
+    fixed = sum(categories.get(name, 0) for name in forecasting.FIXED)
+    reach = {"system prompt, tool schemas and admitted sections": fixed}
+    reach["user messages"] = categories.get("user messages", 0)
+    reach["summary"] = categories.get("summary", 0)
+    for name, tokens in forecasting.out_of_reach(view, meter, policy).items():
+        reach[name] = round(tokens * scale)
+    return reach
 
 
 def _count_by_role(messages: Sequence[BaseMessage], meter: TokenMeter) -> dict[str, int]:
@@ -291,9 +310,11 @@ def context_report(
     """The /context report of the thread in `config`.
 
     `source` is a compiled agent, a checkpointer or a state directory. The per-role
-    spend comes from `trace` (default: the `trace.sqlite` beside a SQLite checkpointer).
-    Pass `model` to see the thread against another model's window.
+    spend comes from `trace` (default: the trace the agent records to, else the
+    `trace.sqlite` beside a SQLite checkpointer). Pass `model` to see the thread against
+    another model's window.
     """
+    _require_checkpointer(source)
     values = read_values(source, config)
     thread = thread_id_of(config)
     store = _trace_for(source, trace)
@@ -321,6 +342,7 @@ async def acontext_report(
     model: Any = None,
 ) -> ContextReport:
     """Async twin of `context_report`."""
+    _require_checkpointer(source)
     values = await aread_values(source, config)
     thread = thread_id_of(config)
     store = _trace_for(source, trace)
@@ -338,11 +360,26 @@ async def acontext_report(
     )
 
 
+def _require_checkpointer(source: Any) -> None:
+    """A compiled agent without a checkpointer kept no thread to report on: say so, and how to keep one."""
+    if hasattr(source, "get_state") and checkpointer_of(source) is None:
+        raise UnknownThreadError(
+            "the agent has no checkpointer, so it kept no thread to report on. Fix: build it with a checkpointer "
+            "(create_deep_agent(..., checkpointer=InMemorySaver()), or create_context_agent(...), which keeps one "
+            "under its state dir)."
+        )
+
+
 def _trace_for(source: Any, trace: TraceStore | str | Path | None) -> TraceStore | None:
     if isinstance(trace, TraceStore):
         return trace
     if trace is not None:
         return TraceStore(trace)
+    if hasattr(source, "get_state"):
+        recorded = trace_of(source)
+        where = getattr(recorded, "path", None)
+        if recorded is not None and (not isinstance(where, Path) or where.is_file()):
+            return recorded
     state_dir = state_dir_of(source)
     path = state_dir / TRACE_FILE if state_dir is not None else None
     return TraceStore(path) if path is not None and path.is_file() else None

@@ -1,5 +1,6 @@
 """Replay of recorded agent sessions: the recording, a replaying chat model and replaying tools."""
 
+from ctxwarden.replay.driver import areplay_into, replay_into
 from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import RecordedTurn, Recording, load_recording, parse_recording
 from ctxwarden.replay.scripted import ScriptedChatModel, scripted_model
@@ -10,8 +11,10 @@ __all__ = [
     "Recording",
     "ReplayChatModel",
     "ScriptedChatModel",
+    "areplay_into",
     "load_recording",
     "parse_recording",
+    "replay_into",
     "replay_tools",
     "scripted_model",
 ]

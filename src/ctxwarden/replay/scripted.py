@@ -2,23 +2,40 @@
 
 langchain-core's `GenericFakeChatModel` cannot be given tools, and every deep agent has
 tools, so this subclass accepts `bind_tools` (keeping nothing: the replies are
-scripted) and takes a `profile` like any real model, so its window is known.
+scripted) and takes a `profile` like any real model, so its window is known. It streams
+like a provider (text in pieces, tool calls as chunks), so `stream_mode="messages"` works.
+
+Once an agent has bound it, it answers only the agent's own calls: a call from outside the
+agent loop — a fold asking the agent's model for a summary when no summarizer was given —
+raises `ReplayMismatchError` saying to pass one, instead of spending the agent's next
+scripted reply on it (the fold then falls back to its deterministic summary; the run goes on).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import GenericFakeChatModel, LanguageModelInput
 from langchain_core.language_models.model_profile import ModelProfile
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
+from pydantic import PrivateAttr
+
+from ctxwarden.errors import ReplayMismatchError
+from ctxwarden.replay.streaming import astream_reply, stream_reply
+
+AGENT_CALL = "ctxwarden_agent_call"
+"""The keyword `bind_tools` binds, so the model can tell its agent's calls from anyone else's."""
 
 
 class ScriptedChatModel(GenericFakeChatModel):
     """Answers each call with the next scripted message; usable as a deep agent's model."""
+
+    _bound: bool = PrivateAttr(default=False)
 
     def bind_tools(
         self,
@@ -27,7 +44,45 @@ class ScriptedChatModel(GenericFakeChatModel):
         tool_choice: str | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
-        return self
+        """Keep no tools (the replies are scripted); mark the agent's calls as its own."""
+        self._bound = True
+        return self.bind(**{AGENT_CALL: True})
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if self._bound and not kwargs.pop(AGENT_CALL, False):
+            raise ReplayMismatchError(
+                f"scripted model {self.name!r} was called outside its agent's loop (a fold asking for a summary, "
+                "when no summarizer was given); its replies are scripted for the agent, so none is spent here. "
+                "Fix: pass summarizer='deterministic', or a summarizer model such as another "
+                "scripted_model([...summary text...])."
+            )
+        kwargs.pop(AGENT_CALL, None)
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        yield from stream_reply(self, messages, stop, run_manager, **kwargs)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        async for chunk in astream_reply(self, messages, stop, run_manager, **kwargs):
+            yield chunk
 
 
 def scripted_model(

@@ -1,9 +1,11 @@
 """The one-call stack: ctxwarden's middlewares for any agent, or a whole deep agent with them.
 
 `context_middleware()` is for callers who build their own agent; it returns the
-middlewares in the order they must run. `create_context_agent()` is the embedded
-default: a deepagents agent with the stack in place, a real SQLite checkpointer and a
-filesystem backend, all under one state directory.
+middlewares in the order they must run, and with no argument it evicts into the agent's
+own file backend and records the trace under `./.ctxwarden/`. `create_context_agent()` is
+the embedded default: a deepagents agent with the stack in place, a real SQLite
+checkpointer and a filesystem backend, all under one state directory. Arguments that
+cannot work fail here, when the agent is built, not hours later at the first fold.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from ctxwarden.clip.clear import ClearLayer
 from ctxwarden.core.layers import ContextLayer
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
-from ctxwarden.fold.engine import Folder
+from ctxwarden.errors import BuildArgumentError
+from ctxwarden.fold.engine import DETERMINISTIC, Folder
 from ctxwarden.fold.layer import FoldedView, FoldLayer
 from ctxwarden.observe.recorder import TraceRecorder
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.checkpoints import open_checkpointer
+from ctxwarden.stack.discover import AgentBackend, FindBackendLayer
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
 from ctxwarden.stack.middleware import ContextWindowMiddleware
 from ctxwarden.stack.pick import ModelPicker, model_from_context
@@ -38,12 +42,36 @@ DEFAULT_STATE_DIR = Path(".ctxwarden")
 CHECKPOINTS_FILE = "checkpoints.sqlite"
 
 
+def validate_arguments(*, policy: Any = None, summarizer: Any = None) -> None:
+    """Refuse, at build time, a policy that is not a `ContextPolicy` and a summarizer that cannot summarize."""
+    if policy is not None and not isinstance(policy, ContextPolicy):
+        if isinstance(policy, Mapping):
+            fields = ", ".join(f"{key}={value!r}" for key, value in policy.items())
+            fix = f"policy=ContextPolicy({fields})"
+        else:
+            fix = "policy=ContextPolicy(...) with the fields to change"
+        raise BuildArgumentError(
+            f"policy={policy!r} is a {type(policy).__name__}, not a ContextPolicy. Fix: pass {fix}."
+        )
+    if isinstance(summarizer, str) and summarizer != DETERMINISTIC:
+        raise BuildArgumentError(
+            f"summarizer={summarizer!r} is not a summarizer ctxwarden knows. Fix: pass summarizer={DETERMINISTIC!r} "
+            "to build summaries without a model, or a chat model (e.g. init_chat_model(...))."
+        )
+    if summarizer is not None and not isinstance(summarizer, str) and not hasattr(summarizer, "invoke"):
+        raise BuildArgumentError(
+            f"summarizer={summarizer!r} is a {type(summarizer).__name__}, which cannot be invoked. "
+            f"Fix: pass a chat model, or summarizer={DETERMINISTIC!r}."
+        )
+
+
 def context_middleware(
     *,
+    state_dir: str | Path = DEFAULT_STATE_DIR,
     policy: ContextPolicy | None = None,
     meter: TokenMeter | None = None,
     layers: Sequence[ContextLayer] = (),
-    trace: TraceRecorder | TraceStore | str | Path | None = None,
+    trace: bool | TraceRecorder | TraceStore | str | Path | None = True,
     backend: Any = None,
     summarizer: Any = None,
     skills: Sequence[str] = (),
@@ -57,10 +85,13 @@ def context_middleware(
     agent it runs ahead of the caller's own middleware; with `langchain.agents.create_agent`
     put these first in the list for the same effect.
 
-    `backend` is the agent's deepagents backend: large tool results are evicted to it
-    (without one they are not evicted). `trace` is where events are recorded (a
-    `trace.sqlite` path, a store or a recorder); `None` records nothing. `summarizer` is
-    the chat model that writes fold summaries (default: the model being called), or
+    With no argument it needs nothing else: large tool results are evicted to the agent's
+    own file backend (in a deep agent, the one deepagents' `read_file` reads, found on the
+    first call; in an agent without deepagents' file tools, a folder under `state_dir`),
+    and events are recorded in `<state_dir>/trace.sqlite`, which `context_report(agent,
+    config)` finds by itself. `backend` overrides the backend; `trace` is a `trace.sqlite`
+    path, a store or a recorder, or `False` to record nothing. `summarizer` is the chat
+    model that writes fold summaries (default: the model being called), or
     `"deterministic"` to build them without a model. `layers` run after ctxwarden's own
     (admit, folded view, clearing, folding) on every model call.
 
@@ -72,12 +103,19 @@ def context_middleware(
     `models` lets a run pick its model from its context (`context={"model": "small"}`):
     a mapping of names to chat models, or a function of the request.
     """
+    validate_arguments(policy=policy, summarizer=summarizer)
     policy = policy or DEFAULT_POLICY
     meter = meter or TokenMeter()
-    recorder = trace if isinstance(trace, TraceRecorder) else TraceRecorder(trace)
+    if trace is True:
+        trace = Path(state_dir) / TRACE_FILE
+    recorder = trace if isinstance(trace, TraceRecorder) else TraceRecorder(trace or None)
+    found: list[ContextLayer] = []
+    if backend is None:
+        backend = AgentBackend(state_dir)
+        found.append(FindBackendLayer(backend))
     folder = Folder(policy, meter, backend, summarizer)
     admit = AdmitLayer(policy, meter, backend=backend, skills=skills, memory=memory, instructions=instructions)
-    lifecycle: list[ContextLayer] = [admit, FoldedView(), ClearLayer(policy, meter), FoldLayer(folder), *layers]
+    lifecycle = [*found, admit, FoldedView(), ClearLayer(policy, meter), FoldLayer(folder), *layers]
     picker = model_from_context(models) if isinstance(models, Mapping) else models
     core = ContextWindowMiddleware(
         policy=policy, meter=meter, layers=lifecycle, recorder=recorder, backend=backend, pick_model=picker
@@ -120,6 +158,7 @@ def create_context_agent(
     or `backend` to use others (Postgres, a `StoreBackend`, ...); other keyword
     arguments go to `create_deep_agent`.
     """
+    validate_arguments(policy=policy, summarizer=summarizer)
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
     if checkpointer is None:
@@ -130,6 +169,7 @@ def create_context_agent(
         trace = state / TRACE_FILE
     stack = [
         *context_middleware(
+            state_dir=state,
             policy=policy,
             meter=meter,
             layers=layers,
@@ -154,4 +194,10 @@ def create_context_agent(
     )
 
 
-__all__ = ["CHECKPOINTS_FILE", "DEFAULT_STATE_DIR", "context_middleware", "create_context_agent"]
+__all__ = [
+    "CHECKPOINTS_FILE",
+    "DEFAULT_STATE_DIR",
+    "context_middleware",
+    "create_context_agent",
+    "validate_arguments",
+]
