@@ -3,7 +3,11 @@
 `context_middleware()` is for callers who build their own agent; it returns the
 middlewares in the order they must run. `create_context_agent()` is the embedded
 default: a deepagents agent with the stack in place, a real SQLite checkpointer and a
-filesystem backend, all under one state directory.
+filesystem backend, all under one state directory. The agent's file tools see that
+directory minus the databases (`ThreadIsolatedBackend` refuses them and never opens them),
+every declarative subagent gets the stack too (deepagents would otherwise fill its
+summarization slot with its own middleware), and the agent records what it was built
+with, so `compact()` and the /context report find the same backend and trace.
 """
 
 from __future__ import annotations
@@ -22,14 +26,16 @@ from ctxwarden.admit.skills import skills_loader
 from ctxwarden.clip.clear import ClearLayer
 from ctxwarden.core.layers import ContextLayer
 from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.parts import AgentParts, attach_parts
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
+from ctxwarden.errors import CtxwardenError
 from ctxwarden.fold.engine import Folder
 from ctxwarden.fold.layer import FoldedView, FoldLayer
 from ctxwarden.observe.recorder import TraceRecorder
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.checkpoints import open_checkpointer
-from ctxwarden.stack.isolation import ThreadIsolatedBackend
-from ctxwarden.stack.middleware import ContextWindowMiddleware
+from ctxwarden.stack.isolation import DATABASES, ThreadIsolatedBackend, normalized
+from ctxwarden.stack.middleware import SLOT_NAME, ContextWindowMiddleware
 from ctxwarden.stack.pick import ModelPicker, model_from_context
 
 DEFAULT_STATE_DIR = Path(".ctxwarden")
@@ -75,6 +81,8 @@ def context_middleware(
     policy = policy or DEFAULT_POLICY
     meter = meter or TokenMeter()
     recorder = trace if isinstance(trace, TraceRecorder) else TraceRecorder(trace)
+    if isinstance(recorder.store, TraceStore):
+        check_unreachable(backend, recorder.store.path, "trace")
     folder = Folder(policy, meter, backend, summarizer)
     admit = AdmitLayer(policy, meter, backend=backend, skills=skills, memory=memory, instructions=instructions)
     lifecycle: list[ContextLayer] = [admit, FoldedView(), ClearLayer(policy, meter), FoldLayer(folder), *layers]
@@ -118,40 +126,103 @@ def create_context_agent(
     `FilesystemBackend` confined to `state_dir`, on which a running thread sees only its
     own offloaded files (`ThreadIsolatedBackend`). Pass `checkpointer`
     or `backend` to use others (Postgres, a `StoreBackend`, ...); other keyword
-    arguments go to `create_deep_agent`.
+    arguments go to `create_deep_agent`; every declarative subagent in `subagents=`
+    runs with the stack too, under its own namespace (see `managed_subagents`).
+    The agent records its backend, trace, policy, meter and summarizer
+    (`ctxwarden.core.parts.parts_of(agent)`), which `compact()` and the /context report use.
     """
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
     if checkpointer is None:
+        if backend is not None:
+            check_unreachable(backend, state / CHECKPOINTS_FILE, "checkpoint database")
         checkpointer = open_checkpointer(state / CHECKPOINTS_FILE)
-    if backend is None:
-        backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=state, virtual_mode=True))
     if trace is True:
         trace = state / TRACE_FILE
-    stack = [
-        *context_middleware(
-            policy=policy,
-            meter=meter,
-            layers=layers,
-            trace=trace or None,
-            backend=backend,
-            summarizer=summarizer,
-            skills=skills,
-            memory=memory,
-            instructions=instructions,
-            models=models,
-        ),
-        *middleware,
-    ]
-    return create_deep_agent(
+    if backend is None:
+        reserved = [*DATABASES, *_inside(state, trace)]
+        backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=state, virtual_mode=True), reserved=reserved)
+    meter = meter or TokenMeter()
+    policy = policy or DEFAULT_POLICY
+    stack = context_middleware(
+        policy=policy,
+        meter=meter,
+        layers=layers,
+        trace=trace or None,
+        backend=backend,
+        summarizer=summarizer,
+        skills=skills,
+        memory=memory,
+        instructions=instructions,
+        models=models,
+    )
+    core = cast(ContextWindowMiddleware, stack[0])
+    subagents = deep_agent_kwargs.pop("subagents", None)
+    if subagents is not None:
+        deep_agent_kwargs["subagents"] = managed_subagents(subagents, core)
+    agent = create_deep_agent(
         model,
         list(tools),
         system_prompt=system_prompt,
-        middleware=stack,
+        middleware=[*stack, *middleware],
         checkpointer=checkpointer,
         backend=backend,
         **deep_agent_kwargs,
     )
+    return attach_parts(agent, AgentParts(backend, core.recorder, policy, meter, summarizer))
 
 
-__all__ = ["CHECKPOINTS_FILE", "DEFAULT_STATE_DIR", "context_middleware", "create_context_agent"]
+def managed_subagents(subagents: Sequence[Any], core: AgentMiddleware) -> list[Any]:
+    """`subagents` with ctxwarden's core middleware in each declarative spec's summarization slot.
+
+    deepagents fills a declarative subagent's slot with its own summarization unless the
+    spec's `middleware` holds one of the same name; compiled and async subagents are
+    passed through (they bring their own graph). A spec that already has a middleware in
+    the slot keeps it. The subagent's events and files carry its own namespace.
+    """
+    managed: list[Any] = []
+    for spec in subagents:
+        declarative = isinstance(spec, Mapping) and "runnable" not in spec and "graph_id" not in spec
+        own = list(spec.get("middleware") or []) if declarative else []
+        if declarative and not any(getattr(m, "name", None) == SLOT_NAME for m in own):
+            spec = {**spec, "middleware": [core, *own]}
+        managed.append(spec)
+    return managed
+
+
+def _inside(root: Path, trace: object) -> list[str]:
+    """The backend path of the trace file when it lies under `root` (so the backend refuses it too)."""
+    if not isinstance(trace, str | Path):
+        return []
+    try:
+        return [normalized(Path(trace).resolve().relative_to(root.resolve()).as_posix())]
+    except ValueError:
+        return []
+
+
+def check_unreachable(backend: Any, database: Path, what: str) -> None:
+    """Refuse a database that the agent's own file tools could open (see `ThreadIsolatedBackend`)."""
+    root = getattr(backend, "cwd", None)
+    if not isinstance(root, Path):
+        return
+    try:
+        inside = normalized(database.resolve().relative_to(root.resolve()).as_posix())
+    except ValueError:
+        return
+    if isinstance(backend, ThreadIsolatedBackend) and backend.refusal(inside) is not None:
+        return
+    raise CtxwardenError(
+        f"the {what} {database} is inside the folder the agent's file tools reach ({root}): a grep or read_file by "
+        "the model would open the database and, with a second process on it, corrupt it. Fix: keep it outside that "
+        "folder, or wrap the backend in ThreadIsolatedBackend(backend, reserved=[...]) naming it."
+    )
+
+
+__all__ = [
+    "CHECKPOINTS_FILE",
+    "DEFAULT_STATE_DIR",
+    "check_unreachable",
+    "context_middleware",
+    "create_context_agent",
+    "managed_subagents",
+]
