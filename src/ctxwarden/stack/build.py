@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, get_type_hints
 
 from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
@@ -24,7 +24,7 @@ from langgraph.types import Checkpointer
 from ctxwarden.admit.layer import AdmitLayer
 from ctxwarden.admit.skills import skills_loader
 from ctxwarden.clip.clear import ClearLayer
-from ctxwarden.core.layers import ContextLayer
+from ctxwarden.core.layers import ContextLayer, StateCheckedLayer, joined_schema
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.parts import AgentParts, attach_parts
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
@@ -37,6 +37,7 @@ from ctxwarden.stack.checkpoints import open_checkpointer
 from ctxwarden.stack.isolation import DATABASES, ThreadIsolatedBackend, normalized
 from ctxwarden.stack.middleware import SLOT_NAME, ContextWindowMiddleware
 from ctxwarden.stack.pick import ModelPicker, model_from_context
+from ctxwarden.view import ContextState
 
 DEFAULT_STATE_DIR = Path(".ctxwarden")
 """Where the embedded default keeps checkpoints, the trace and offloaded files."""
@@ -68,7 +69,9 @@ def context_middleware(
     `trace.sqlite` path, a store or a recorder); `None` records nothing. `summarizer` is
     the chat model that writes fold summaries (default: the model being called), or
     `"deterministic"` to build them without a model. `layers` run after ctxwarden's own
-    (admit, folded view, clearing, folding) on every model call.
+    (admit, folded view, clearing, folding) on every model call; a layer that keeps state
+    declares it in a `state_schema` (a `TypedDict`), which joins the agent's schema — a key
+    it writes without declaring stops the call with an error naming the key and the fix.
 
     Admit: `skills` are skills folders on the backend, farthest first (a closer folder's
     skill shadows a farther one of the same name); `memory` is the backend path of a
@@ -85,11 +88,16 @@ def context_middleware(
         check_unreachable(backend, recorder.store.path, "trace")
     folder = Folder(policy, meter, backend, summarizer)
     admit = AdmitLayer(policy, meter, backend=backend, skills=skills, memory=memory, instructions=instructions)
-    lifecycle: list[ContextLayer] = [admit, FoldedView(), ClearLayer(policy, meter), FoldLayer(folder), *layers]
+    schema = joined_schema(ContextState, layers)  # a layer's declared state joins the agent's
+    kept = get_type_hints(schema, include_extras=True)
+    custom = [StateCheckedLayer(layer, kept) for layer in layers]
+    lifecycle: list[ContextLayer] = [admit, FoldedView(), ClearLayer(policy, meter), FoldLayer(folder), *custom]
     picker = model_from_context(models) if isinstance(models, Mapping) else models
     core = ContextWindowMiddleware(
         policy=policy, meter=meter, layers=lifecycle, recorder=recorder, backend=backend, pick_model=picker
     )
+    if schema is not ContextState:
+        core.state_schema = schema  # type: ignore[assignment]  # ContextState plus the layers' keys
     stack: list[AgentMiddleware] = [core]
     if skills:
         stack.append(
