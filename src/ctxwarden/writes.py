@@ -24,6 +24,10 @@ from ctxwarden.view import ContextState
 
 READ_NODE = "read"
 
+COMPACTED_AFTER = "compacted_after"
+"""Key in the fold state that `compact()` sets to the id of the last call's reply: the view changed after that
+call, so its figures no longer describe it. The next fold done in a call rewrites the fold state without it."""
+
 
 def _is_state_key(name: str) -> bool:
     """A state key, not one of LangGraph's own channels (`__start__`, `branch:to:model`, ...)."""
@@ -99,4 +103,12 @@ def seed_thread(checkpointer: BaseCheckpointSaver, config: RunnableConfig, value
     keeping_reader(checkpointer, set(values)).update_state(config, dict(values), as_node=READ_NODE)
 
 
-__all__ = ["awrite_state", "checkpointer_of", "keeping_reader", "kept_schema", "seed_thread", "write_state"]
+__all__ = [
+    "COMPACTED_AFTER",
+    "awrite_state",
+    "checkpointer_of",
+    "keeping_reader",
+    "kept_schema",
+    "seed_thread",
+    "write_state",
+]

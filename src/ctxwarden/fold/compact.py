@@ -32,7 +32,7 @@ from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, folded_view
 from ctxwarden.observe.recorder import TraceRecorder
 from ctxwarden.observe.thread import aread_values, open_state_dir, read_values, state_dir_of, thread_id_of
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
-from ctxwarden.writes import awrite_state, write_state
+from ctxwarden.writes import COMPACTED_AFTER, awrite_state, write_state
 
 COMPACT_TOOL = "compact_conversation"
 SCHEDULED = (
@@ -101,7 +101,7 @@ def compact(
             _input(values, thread, parts.policy, parts.meter, parts.summarizer, instructions)
         )
         if outcome is not None and outcome.record is not None:
-            write_state(target, config, dict(outcome.state or {}))
+            write_state(target, config, _marked(outcome.state, values))
         parts.recorder.record_all(outcome.events if outcome else [], thread_id=thread)
         return outcome.record if outcome else None
     finally:
@@ -140,7 +140,7 @@ async def acompact(
         _input(values, thread, parts.policy, parts.meter, parts.summarizer, instructions)
     )
     if outcome is not None and outcome.record is not None:
-        await awrite_state(source, config, dict(outcome.state or {}))
+        await awrite_state(source, config, _marked(outcome.state, values))
     events = outcome.events if outcome else []
     await asyncio.to_thread(parts.recorder.record_all, events, thread_id=thread)
     return outcome.record if outcome else None
@@ -197,6 +197,15 @@ class _Parts:
             meter=meter or (built.meter if built is not None else TokenMeter()),
             summarizer=summarizer,
         )
+
+
+def _marked(state: dict[str, Any] | None, values: dict[str, Any]) -> dict[str, Any]:
+    """The fold state to write, marked as changed after the last call (see `COMPACTED_AFTER`)."""
+    found = last_stamped(list(values["messages"]))
+    update = dict(state or {})
+    if found is not None and isinstance(update.get(FOLD_STATE_KEY), dict):
+        update[FOLD_STATE_KEY] = {**update[FOLD_STATE_KEY], COMPACTED_AFTER: values["messages"][found[0]].id}
+    return update
 
 
 def _input(
