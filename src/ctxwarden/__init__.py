@@ -24,7 +24,7 @@ from ctxwarden.errors import (
     TrajectoryFormatError,
     WindowUnknownError,
 )
-from ctxwarden.fold import DETERMINISTIC, FoldRecord, compact
+from ctxwarden.fold import DETERMINISTIC, FoldRecord, acompact, compact
 from ctxwarden.observe import (
     ContextReport,
     TraceEvent,
@@ -45,6 +45,7 @@ from ctxwarden.stack import (
     ThreadIsolatedBackend,
     context_middleware,
     create_context_agent,
+    managed_subagents,
     open_checkpointer,
 )
 
@@ -83,6 +84,7 @@ __all__ = [
     "Window",
     "WindowUnknownError",
     "__version__",
+    "acompact",
     "acontext_report",
     "compact",
     "context_middleware",
@@ -90,6 +92,7 @@ __all__ = [
     "create_context_agent",
     "gauge_level",
     "load_recording",
+    "managed_subagents",
     "open_checkpointer",
     "replay_tools",
     "resolve_window",
