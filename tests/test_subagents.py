@@ -16,11 +16,12 @@ import pytest
 from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
 from ctxwarden import DETERMINISTIC, ThreadIsolatedBackend, context_middleware, create_context_agent, managed_subagents
 from ctxwarden.observe import TraceStore
-from ctxwarden.replay import scripted_model
+from ctxwarden.replay import ScriptedChatModel, scripted_model
 from ctxwarden.stack.checkpoints import open_checkpointer
 
 WORKER_WINDOW = 8_000
@@ -126,3 +127,47 @@ def test_with_create_deep_agent_managed_subagents_does_the_same(state_dir: Path,
     agent.checkpointer.conn.close()
     assert any(isinstance(m, ToolMessage) and m.name == "task" for m in out["messages"])
     _check(state_dir, "boss", out["messages"], logged=logged)
+
+
+class SummarizingWorker(ScriptedChatModel):
+    """The worker's model, which also answers deepagents' summarization prompt (with a fixed summary)."""
+
+    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        if "Messages to summarize" in str(messages[-1].content):
+            return ChatResult(generations=[ChatGeneration(message=AIMessage("the worker read some pages"))])
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def test_deepagents_own_history_offload_is_not_refused_when_a_subagent_is_left_unmanaged(
+    state_dir: Path, logged: list[str]
+) -> None:
+    """Without `managed_subagents`, deepagents' own summarization runs in the worker: its history file is written."""
+    state_dir.mkdir(parents=True)
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=state_dir, virtual_mode=True))
+    stack = context_middleware(backend=backend, trace=state_dir / "trace.sqlite", summarizer=DETERMINISTIC)
+    spec = _worker_spec()
+    reads = [
+        AIMessage(THOUGHT, tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"w-fetch-{i}"}]) for i in range(40)
+    ]
+    spec["model"] = SummarizingWorker(
+        messages=iter([*reads, AIMessage("worker finished")]), profile={"max_input_tokens": 16_000}, name="worker-model"
+    )
+    agent = create_deep_agent(
+        scripted_model(_main_script(), window=200_000),
+        [],
+        backend=backend,
+        middleware=stack,
+        subagents=[spec],
+        checkpointer=open_checkpointer(state_dir / "checkpoints.sqlite"),
+    )
+    agent.invoke({"messages": [("user", "have the worker read the report")]}, {"configurable": {"thread_id": "boss"}})
+    agent.checkpointer.conn.close()
+    offloaded = list((state_dir / "conversation_history").glob("session_*.md"))
+    assert offloaded, "deepagents' summarization must have run for this test to prove anything"
+    assert "page 0: figures" in offloaded[0].read_text(encoding="utf-8")
+    assert not any("Failed to offload" in line or "not be recoverable" in line for line in logged)
+    # another thread can neither list nor search it (it could open it only by its random name)
+    other = ThreadIsolatedBackend(FilesystemBackend(root_dir=state_dir, virtual_mode=True), current_thread=lambda: "x")
+    assert offloaded[0].name not in str(other.ls("/conversation_history").entries)
+    assert not other.grep("page 0: figures", "/").matches
+    assert not other.glob("**/*.md").matches

@@ -7,7 +7,9 @@ read another's. `ThreadIsolatedBackend` wraps a backend and, while a LangGraph s
 refuses paths under `/large_tool_results/<other thread>` and `/conversation_history/<other
 thread>` and leaves them out of listings and searches. Outside a step (a notebook, the
 CLI, `Session.compact()`) there is no current thread and those paths stay reachable:
-that is the operator, not an agent.
+that is the operator, not an agent. deepagents' own summarization names its history files by a random
+session id (`/conversation_history/session_<id>.md`); a thread may open such a file by its name — which only the
+thread that wrote it holds — but never lists or searches them.
 
 The embedded default keeps `checkpoints.sqlite` and `trace.sqlite` beside the agent's
 files. Those are refused always, in and outside a run, and a search never opens them:
@@ -21,6 +23,7 @@ split into searches of what the thread may read, and the database is never opene
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -51,6 +54,16 @@ DATABASES = ("/checkpoints.sqlite", "/trace.sqlite")
 
 SQLITE_SIDECARS = ("", "-wal", "-shm", "-journal")
 """A SQLite database is its file plus these: each is refused with it."""
+
+
+UNGUESSABLE = re.compile(r"/conversation_history/(session_[0-9a-f]{32}\.md|media/[0-9a-f]{16,64}\.\w{1,8})")
+"""deepagents' own history files: named by a random session id or a content hash, recorded in the thread that wrote
+them. They cannot be told apart by thread, so a thread may read or write one it names, but never lists or searches
+them: without the name, which only its own thread holds, they cannot be found."""
+
+
+def _unguessable(path: str) -> bool:
+    return UNGUESSABLE.fullmatch(normalized(path)) is not None
 
 
 def _current_thread() -> str | None:
@@ -107,14 +120,15 @@ class ThreadIsolatedBackend(BackendProtocol):
         thread = self.current_thread()
         return None if thread is None else safe_component(thread)
 
-    def _refusal(self, path: str, own: str | None) -> str | None:
+    def _refusal(self, path: str, own: str | None, *, named: bool = True) -> str | None:
+        """Why `path` is refused (`None`: it is not). `named`: the caller names this exact file (not a listing)."""
         if normalized(path).rstrip("/").casefold() in self.reserved:
             return (
                 f"permission_denied: {path} is one of ctxwarden's own databases; the agent's file tools never open it "
                 "(read the thread with the /context report or the trace instead)"
             )
         owner = owner_of(path) if own is not None else None
-        if owner is None or owner == own:
+        if owner is None or owner == own or (named and _unguessable(path)):
             return None
         return (
             f"permission_denied: {path} holds another thread's offloaded data; "
@@ -125,7 +139,7 @@ class ThreadIsolatedBackend(BackendProtocol):
         """`result` with the entries of `field` that are reserved or belong to another thread left out."""
         items = getattr(result, field)
         if items is not None:
-            setattr(result, field, [i for i in items if self._refusal(i.get("path") or "", own) is None])
+            setattr(result, field, [i for i in items if self._refusal(i.get("path") or "", own, named=False) is None])
         return result
 
     def _must_split(self, path: str, own: str | None) -> bool:
@@ -143,7 +157,7 @@ class ThreadIsolatedBackend(BackendProtocol):
         whole, split = [], []
         for entry in listing.entries or []:
             path = (entry.get("path") or "").rstrip("/")
-            if not path or self._refusal(path, own) is not None:
+            if not path or self._refusal(path, own, named=False) is not None:
                 continue
             if entry.get("is_dir") and self._must_split(path, own):
                 split.append(path)
@@ -317,4 +331,12 @@ def _in_order(
     return [refusal(p, why) if why else next(done) for p, why in zip(paths, refused, strict=True)]
 
 
-__all__ = ["DATABASES", "PRIVATE_DIRS", "SQLITE_SIDECARS", "ThreadIsolatedBackend", "normalized", "owner_of"]
+__all__ = [
+    "DATABASES",
+    "PRIVATE_DIRS",
+    "SQLITE_SIDECARS",
+    "UNGUESSABLE",
+    "ThreadIsolatedBackend",
+    "normalized",
+    "owner_of",
+]
