@@ -12,12 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import aiosqlite
+import pytest
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from ctxwarden import DETERMINISTIC, acompact, compact, context_report, create_context_agent
+from ctxwarden.cli import main
 from ctxwarden.observe import TraceStore, acontext_report
 from ctxwarden.replay import scripted_model
 
@@ -107,3 +109,20 @@ async def test_acompact_with_an_async_checkpointer_inside_the_event_loop(state_d
         assert report.lifecycle["context_compaction"]["count"] == 1
         assert report.basis == "current view"
     assert (state_dir / "conversation_history" / "async.md").is_file()
+
+
+def test_the_cli_report_says_when_the_state_dir_has_no_trace(
+    state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+
+    agent = create_context_agent(scripted_model(_replies(), window=32_000), [build, fetch], state_dir=state_dir)
+    agent.invoke({"messages": [("user", "build and read")]}, {"configurable": {"thread_id": "cli"}})
+    agent.checkpointer.conn.close()
+    assert main(["context", "--state-dir", str(state_dir), "--thread", "cli"]) == 0
+    assert "1 evicted" in capsys.readouterr().out
+    for leftover in state_dir.glob("trace.sqlite*"):
+        leftover.unlink()
+    assert main(["context", "--state-dir", str(state_dir), "--thread", "cli"]) == 0
+    out = capsys.readouterr().out
+    assert "lifecycle: unknown" in out
+    assert "0 evicted" not in out
