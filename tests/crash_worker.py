@@ -54,7 +54,7 @@ def build(target: str) -> str:
 
 
 def step(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
-    return AIMessage(THOUGHT, tool_calls=[{"name": name, "args": args, "id": call_id}])
+    return AIMessage(THOUGHT, id=f"step-{call_id}", tool_calls=[{"name": name, "args": args, "id": call_id}])
 
 
 EVICTION_SCRIPT = [step("fetch", {"page": 0}, "f0"), step("build", {"target": "all"}, "big1"), AIMessage("built")]

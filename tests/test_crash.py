@@ -31,6 +31,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from crash_worker import EVICTION_SCRIPT, HISTORY, LOG, QUESTION, SCENARIOS, THREAD, Scenario, build, fetch
 from ctxwarden import Session, TraceStore
+from ctxwarden.clip.names import call_key, result_path
 from ctxwarden.clip.recall import original_result
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.fold import Folds
@@ -144,9 +145,12 @@ FOLDS_CHECKPOINTED_AT_THE_KILL = {
 }
 
 
+EVICTED = result_path(THREAD, "", "big1", call_key("step-big1", 0))
+
+
 def _check_the_kill_left_damage(state_dir: Path, name: str) -> None:
     """Right after the kill, the half-done write is on disk."""
-    evicted = state_dir / "large_tool_results" / THREAD / "big1"
+    evicted = state_dir / EVICTED.lstrip("/")
     history = state_dir / HISTORY.lstrip("/")
     text = history.read_text(encoding="utf-8") if history.exists() else ""
     if name == "evicted-file-truncated":
@@ -185,10 +189,12 @@ def _check_nothing_doubled_or_lost(state_dir: Path, session: Session, scenario: 
     assert [m.tool_call_id for m in evicted] == (["big1"] if evicting else [])
     for message in evicted:
         path = message.response_metadata[METADATA_KEY]["path"]
-        assert path == f"/large_tool_results/{THREAD}/big1"
+        assert path == EVICTED  # the same file the killed run began: its name comes from the call, not chance
         assert path in str(message.content)  # the placeholder names the file
         assert (state_dir / path.lstrip("/")).read_bytes() == LOG.encode("utf-8")
-    assert _files_under(state_dir / "large_tool_results") == [f"{THREAD}/big1" for _ in evicted]
+    assert _files_under(state_dir / "large_tool_results") == [
+        EVICTED.removeprefix("/large_tool_results/") for _ in evicted
+    ]
 
     folds = Folds.from_state(values)
     assert [r.number for r in folds.records] == list(range(1, len(folds.records) + 1))

@@ -22,7 +22,7 @@ from ctxwarden import (
     context_report,
     create_context_agent,
 )
-from ctxwarden.clip.names import result_path
+from ctxwarden.clip.names import call_key, result_path
 from ctxwarden.observe.trace import TraceStore
 from ctxwarden.replay import scripted_model
 from ctxwarden.stack.discover import AgentBackend, backend_of, files_backend, trace_of
@@ -37,15 +37,20 @@ def build_log(target: str) -> str:
     return "\n".join(f"step {i}: compiled {target}/module_{i}.py" for i in range(LINES))
 
 
-def _call(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": name, "args": args, "id": call_id}])
+BUILD_MESSAGE = "build-message"
+EVICTED = result_path("t", "", "c1", call_key(BUILD_MESSAGE, 0))
+"""Where the build log goes: the file name carries the key of the call that made it."""
+
+
+def _call(name: str, args: dict[str, Any], call_id: str, message_id: str | None = None) -> AIMessage:
+    return AIMessage("", id=message_id, tool_calls=[{"name": name, "args": args, "id": call_id}])
 
 
 def _read_back_script() -> list[AIMessage | str]:
     """Build (the result is evicted), then read a line from the middle of the evicted file with `read_file`."""
-    path = result_path("t", "", "c1")
+    path = EVICTED
     return [
-        _call("build_log", {"target": "app"}, "c1"),
+        _call("build_log", {"target": "app"}, "c1", BUILD_MESSAGE),
         _call("read_file", {"file_path": path, "offset": 1500, "limit": 2}, "c2"),
         "done",
     ]
@@ -86,7 +91,7 @@ def test_a_backend_given_to_deepagents_is_the_one_ctxwarden_uses(tmp_path: Path)
     )
     agent.invoke({"messages": [("user", "build the app")]}, CONFIG)
     messages = agent.get_state(CONFIG).values["messages"]
-    evicted = tmp_path / "files" / result_path("t", "", "c1").lstrip("/")
+    evicted = tmp_path / "files" / EVICTED.lstrip("/")
     assert evicted.read_text(encoding="utf-8").count("\n") == LINES - 1
     assert "step 1500: compiled app/module_1500.py" in _tool_result(messages, "c2")
     assert backend_of(agent) is files
@@ -94,7 +99,8 @@ def test_a_backend_given_to_deepagents_is_the_one_ctxwarden_uses(tmp_path: Path)
 
 
 def test_an_agent_without_file_tools_evicts_under_the_state_dir(tmp_path: Path) -> None:
-    script = [_call("build_log", {"target": "lib"}, "c1"), _call("recall", {"call_id": "c1", "offset": 10}, "c2"), "ok"]
+    build = _call("build_log", {"target": "lib"}, "c1", BUILD_MESSAGE)
+    script = [build, _call("recall", {"call_id": "c1", "offset": 10}, "c2"), "ok"]
     agent = create_agent(
         scripted_model(script, window=200_000),
         [build_log],
@@ -103,7 +109,7 @@ def test_an_agent_without_file_tools_evicts_under_the_state_dir(tmp_path: Path) 
     )
     agent.invoke({"messages": [("user", "build")]}, CONFIG)
     messages = agent.get_state(CONFIG).values["messages"]
-    assert (tmp_path / "state" / result_path("t", "", "c1").lstrip("/")).is_file()
+    assert (tmp_path / "state" / EVICTED.lstrip("/")).is_file()
     assert "step 10: compiled lib/module_10.py" in _tool_result(messages, "c2")
     assert context_report(agent, CONFIG).lifecycle["eviction"]["count"] == 1
 

@@ -4,12 +4,14 @@ what they claim a model switch does is what a run records.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from pathlib import Path
 
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
+from langgraph.graph.state import CompiledStateGraph
 
 import ctxwarden
 import ctxwarden.demo
@@ -23,12 +25,38 @@ from ctxwarden.replay import scripted_model
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
-NOT_OURS = {"str", "Console", "ChatOllama", "FilesystemMiddleware", "ContextEditingMiddleware", "init_chat_model"}
-"""Names the docs call that belong to Python, rich, langchain or deepagents."""
+NOT_OURS = {
+    "str",
+    "Console",
+    "ChatOllama",
+    "FilesystemMiddleware",
+    "ContextEditingMiddleware",
+    "init_chat_model",
+    "PostgresSaver",
+    "PostgresStore",
+    "setup",
+}
+"""Names the docs call that belong to Python, rich, langchain, LangGraph or deepagents."""
 AGENT_TOOLS = {"read_file", "recall", "compact_conversation"}
 """Tools the agent itself calls, named in the docs as calls."""
-INSTANCES = {"session": ctxwarden.Session, "policy": ctxwarden.ContextPolicy, "report": ctxwarden.ContextReport}
+INSTANCES = {
+    "session": ctxwarden.Session,
+    "policy": ctxwarden.ContextPolicy,
+    "report": ctxwarden.ContextReport,
+    "backend": ctxwarden.ThreadIsolatedStoreBackend,
+    "agent": CompiledStateGraph,
+}
 """Lower-case receivers the docs use for an instance of a ctxwarden class."""
+
+
+def _module(name: str) -> object | None:
+    """The ctxwarden module a dotted name in the docs names, if it is one."""
+    if not name.startswith("ctxwarden"):
+        return None
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
 
 
 def _exported() -> set[str]:
@@ -45,15 +73,19 @@ def test_every_name_the_docs_call_exists() -> None:
         for name in re.findall(r"`([A-Za-z_][\w.]*)\(", page.read_text(encoding="utf-8")):
             owner, _, attribute = name.rpartition(".")
             if not owner:
-                known = name in exported or name in NOT_OURS or name in AGENT_TOOLS or hasattr(Session, name)
+                known = (
+                    name in exported
+                    or name in NOT_OURS
+                    or name in AGENT_TOOLS
+                    or hasattr(Session, name)
+                    or hasattr(ctxwarden.observe.SqliteTraceStore, name)
+                )
             elif owner in INSTANCES:
                 known = hasattr(INSTANCES[owner], attribute)
             elif owner == "request":
                 continue
             else:
-                target = getattr(ctxwarden, owner.removeprefix("ctxwarden.").split(".")[0], None) or (
-                    ctxwarden if owner == "ctxwarden" else None
-                )
+                target = _module(owner) or getattr(ctxwarden, owner.removeprefix("ctxwarden.").split(".")[0], None)
                 known = target is not None and hasattr(target, attribute)
             if not known:
                 missing.append(f"{page.name}: {name}(")

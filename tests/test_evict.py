@@ -10,9 +10,10 @@ from deepagents.backends import FilesystemBackend
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 
-from ctxwarden import ContextPolicy, create_context_agent
-from ctxwarden.clip import make_recall_tool
+from ctxwarden import ContextPolicy, ThreadIsolatedBackend, create_context_agent
+from ctxwarden.clip import make_recall_tool, result_path
 from ctxwarden.clip.evict import text_of
+from ctxwarden.clip.names import call_key
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.observe import TraceStore
 from ctxwarden.replay import scripted_model
@@ -37,8 +38,13 @@ def blocks(target: str) -> list:
     return [{"type": "text", "text": LOG}, {"type": "text", "text": "second block"}]
 
 
-def _calls(*calls: tuple[str, dict, str]) -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": n, "args": a, "id": i} for n, a, i in calls])
+def _calls(*calls: tuple[str, dict, str], id: str | None = None) -> AIMessage:
+    return AIMessage("", id=id, tool_calls=[{"name": n, "args": a, "id": i} for n, a, i in calls])
+
+
+def _file(state_dir: Path, thread: str, call_id: str, message_id: str, index: int = 0) -> Path:
+    """Where the result of a call is evicted: keyed by the call id and the call itself."""
+    return state_dir / result_path(thread, "", call_id, call_key(message_id, index)).lstrip("/")
 
 
 def _run(state_dir: Path, replies: list, window: int, tools: list | None = None, **kwargs: Any) -> list:
@@ -55,18 +61,19 @@ def _results(messages: list) -> dict[str, ToolMessage]:
 
 
 def test_a_result_over_ten_percent_of_a_small_window_goes_to_a_file(state_dir: Path) -> None:
-    messages = _run(state_dir, [_calls(("build", {"target": "all"}, "c1")), AIMessage("done")], window=32_000)
+    messages = _run(state_dir, [_calls(("build", {"target": "all"}, "c1"), id="m1"), AIMessage("done")], window=32_000)
     result = _results(messages)["c1"]
     record = result.response_metadata[METADATA_KEY]
+    key = call_key("m1", 0)
     assert record["evicted"] is True
-    assert record["path"] == "/large_tool_results/evict/c1"
-    assert (state_dir / "large_tool_results" / "evict" / "c1").read_text(encoding="utf-8") == LOG
+    assert record["path"] == f"/large_tool_results/evict/c1-{key}"
+    assert _file(state_dir, "evict", "c1", "m1").read_text(encoding="utf-8") == LOG
     text = result.content
     assert text.startswith("INFO step 0: compiled module_0")  # the head
     assert "INFO step 599: cleanup" in text  # the tail
     assert "ValueError: boom" in text  # the signal in the middle
-    assert text.rstrip().endswith('recall(call_id="c1").]')  # the way back, last
-    assert 'read_file(file_path="/large_tool_results/evict/c1", offset=0, limit=200)' in text
+    assert text.rstrip().endswith(f'recall(call_id="c1#{key}").]')  # the way back, last
+    assert f'read_file(file_path="/large_tool_results/evict/c1-{key}", offset=0, limit=200)' in text
     assert len(text) < len(LOG) / 3
 
 
@@ -129,7 +136,7 @@ class BrokenBackend(FilesystemBackend):
 
 
 def test_a_failed_write_keeps_the_original_and_the_run_goes_on(state_dir: Path) -> None:
-    backend = BrokenBackend(root_dir=state_dir, virtual_mode=True)
+    backend = ThreadIsolatedBackend(BrokenBackend(root_dir=state_dir, virtual_mode=True))
     messages = _run(
         state_dir, [_calls(("build", {"target": "all"}, "c1")), AIMessage("done")], window=32_000, backend=backend
     )
@@ -142,27 +149,27 @@ def test_a_failed_write_keeps_the_original_and_the_run_goes_on(state_dir: Path) 
 
 async def test_async_runs_evict_too(state_dir: Path) -> None:
     agent = create_context_agent(
-        scripted_model([_calls(("build", {"target": "all"}, "a1")), AIMessage("done")], window=32_000),
+        scripted_model([_calls(("build", {"target": "all"}, "a1"), id="m1"), AIMessage("done")], window=32_000),
         [build],
         state_dir=state_dir,
     )
     out = await agent.ainvoke({"messages": [("user", "go")]}, CONFIG)
     agent.checkpointer.conn.close()
     assert _results(out["messages"])["a1"].response_metadata[METADATA_KEY]["evicted"] is True
-    assert (state_dir / "large_tool_results" / "evict" / "a1").read_text(encoding="utf-8") == LOG
+    assert _file(state_dir, "evict", "a1", "m1").read_text(encoding="utf-8") == LOG
 
 
 def test_threads_never_share_a_file(state_dir: Path) -> None:
     for thread in ("one", "two"):
         agent = create_context_agent(
-            scripted_model([_calls(("build", {"target": "all"}, "same-id")), AIMessage("ok")], window=32_000),
+            scripted_model([_calls(("build", {"target": "all"}, "same-id"), id="m1"), AIMessage("ok")], window=32_000),
             [build],
             state_dir=state_dir,
         )
         agent.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": thread}})
         agent.checkpointer.conn.close()
-    assert (state_dir / "large_tool_results" / "one" / "same-id").is_file()
-    assert (state_dir / "large_tool_results" / "two" / "same-id").is_file()
+    assert _file(state_dir, "one", "same-id", "m1").is_file()
+    assert _file(state_dir, "two", "same-id", "m1").is_file()
 
 
 @pytest.mark.parametrize("window", [8_000, 32_000, 1_000_000])

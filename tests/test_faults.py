@@ -30,7 +30,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ctxwarden import DETERMINISTIC, ContextPolicy, TraceRecorder, TraceStore, context_middleware
+from ctxwarden import DETERMINISTIC, ContextPolicy, ThreadIsolatedBackend, TraceRecorder, TraceStore, context_middleware
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.fold import is_summary
 from ctxwarden.replay import ScriptedChatModel, scripted_model
@@ -61,7 +61,7 @@ def _steps(n: int, tool_name: str = "fetch", arg: str = "page") -> list[AIMessag
 
 def _agent(tmp_path: Path, model: Any, *, tools: list | None = None, **kwargs: Any) -> Any:
     kwargs.setdefault("trace", tmp_path / "trace.sqlite")
-    kwargs.setdefault("backend", FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+    kwargs.setdefault("backend", ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True)))
     return create_agent(model, tools or [fetch], middleware=context_middleware(**kwargs), checkpointer=InMemorySaver())
 
 
@@ -136,7 +136,7 @@ class FillingDisk(FilesystemBackend):
 def test_a_full_disk_keeps_every_result_in_the_message_and_the_run_goes_on(tmp_path: Path) -> None:
     disk = FillingDisk(root_dir=tmp_path, virtual_mode=True)
     model = scripted_model([*_steps(10, "dump", "part"), AIMessage("done")], window=WINDOW)
-    agent = _agent(tmp_path, model, tools=[dump], backend=disk, summarizer=DETERMINISTIC)
+    agent = _agent(tmp_path, model, tools=[dump], backend=ThreadIsolatedBackend(disk), summarizer=DETERMINISTIC)
     config = {"configurable": {"thread_id": "full"}}
     out = agent.invoke({"messages": [HumanMessage("go")]}, config)
     assert out["messages"][-1].content == "done"
@@ -153,11 +153,11 @@ def test_a_full_disk_keeps_every_result_in_the_message_and_the_run_goes_on(tmp_p
         tmp_path,
         scripted_model([*_steps(1, "dump", "part"), AIMessage("again")], window=WINDOW),
         tools=[dump],
-        backend=disk,
+        backend=ThreadIsolatedBackend(disk),
         summarizer=DETERMINISTIC,
     )
     agent.invoke({"messages": [HumanMessage("once more")]}, {"configurable": {"thread_id": "freed"}})
-    written = tmp_path / "large_tool_results" / "freed" / "dump0"
+    (written,) = (tmp_path / "large_tool_results" / "freed").glob("dump0-*")
     assert written.read_text(encoding="utf-8") == dump.invoke({"part": 0})
 
 

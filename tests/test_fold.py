@@ -15,7 +15,13 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import PrivateAttr
 
-from ctxwarden import ContextPolicy, ContextStillTooLargeError, context_middleware, create_context_agent
+from ctxwarden import (
+    ContextPolicy,
+    ContextStillTooLargeError,
+    ThreadIsolatedBackend,
+    context_middleware,
+    create_context_agent,
+)
 from ctxwarden.fold import DETERMINISTIC, FOLD_STATE_KEY, SECTIONS, Folds, compact, deterministic_summary, is_summary
 from ctxwarden.observe import TraceStore, context_report
 from ctxwarden.replay import ScriptedChatModel, scripted_model
@@ -62,7 +68,7 @@ def _steps(n: int, start: int = 0) -> list[AIMessage]:
 
 def _agent(tmp_path: Path, replies: list, *, summarizer: Any = DETERMINISTIC, policy: ContextPolicy | None = None):
     views = Views()
-    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
     middleware = context_middleware(
         policy=policy, trace=tmp_path / "trace.sqlite", backend=backend, summarizer=summarizer
     )
@@ -214,7 +220,7 @@ def test_a_provider_overflow_clears_and_folds_once_then_retries(tmp_path: Path) 
     model = Overflowing(
         messages=iter([*_steps(8), AIMessage("done")]), profile={"max_input_tokens": 100_000}, limit=2_500
     )
-    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
     middleware = context_middleware(trace=tmp_path / "trace.sqlite", backend=backend, summarizer=DETERMINISTIC)
     agent = create_agent(model, [fetch], middleware=middleware, checkpointer=InMemorySaver())
     out = agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "overflow"}})
@@ -329,7 +335,7 @@ class RefusingBackend(FilesystemBackend):
 
 def test_a_history_that_cannot_be_written_keeps_the_turns_in_view(tmp_path: Path) -> None:
     views = Views()
-    backend = RefusingBackend(root_dir=tmp_path, virtual_mode=True)
+    backend = ThreadIsolatedBackend(RefusingBackend(root_dir=tmp_path, virtual_mode=True))
     middleware = context_middleware(trace=tmp_path / "trace.sqlite", backend=backend, summarizer=DETERMINISTIC)
     model = scripted_model([*_steps(8), AIMessage("done")], window=WINDOW)
     agent = create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=InMemorySaver())

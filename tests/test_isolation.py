@@ -10,7 +10,9 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 
 from ctxwarden import ContextPolicy, ThreadIsolatedBackend, compact, create_context_agent
+from ctxwarden.clip.names import call_key, result_path
 from ctxwarden.replay import scripted_model
+from ctxwarden.stack.checkpoints import open_checkpointer
 from ctxwarden.stack.isolation import owner_of
 
 SECRET = "token=owner-only-7f3a"
@@ -23,14 +25,18 @@ def build(target: str) -> str:
     return LOG
 
 
-def _calls(*calls: tuple[str, dict]) -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": n, "args": a, "id": f"c{i}"} for i, (n, a) in enumerate(calls)])
+def _calls(*calls: tuple[str, dict], id: str | None = None) -> AIMessage:
+    return AIMessage("", id=id, tool_calls=[{"name": n, "args": a, "id": f"c{i}"} for i, (n, a) in enumerate(calls)])
+
+
+OWNER_FILE = result_path("owner", "", "c0", call_key("owner-build", 0))
+"""Where the owner thread's evicted build log goes (keyed by the call that made it)."""
 
 
 def _owner_thread(state_dir: Path) -> None:
     """Thread `owner` evicts a large result and folds its history to a file."""
     agent = create_context_agent(
-        scripted_model([_calls(("build", {"target": "all"})), AIMessage("built")], window=32_000),
+        scripted_model([_calls(("build", {"target": "all"}), id="owner-build"), AIMessage("built")], window=32_000),
         [build],
         state_dir=state_dir,
     )
@@ -38,15 +44,15 @@ def _owner_thread(state_dir: Path) -> None:
     agent.invoke({"messages": [("user", "build it")]}, config)
     compact(agent, config, summarizer="deterministic")
     agent.checkpointer.conn.close()
-    assert (state_dir / "large_tool_results" / "owner" / "c0").is_file()
+    assert (state_dir / OWNER_FILE.lstrip("/")).is_file()
     assert (state_dir / "conversation_history" / "owner.md").is_file()
 
 
 PROBES = [
-    ("read_file", {"file_path": "/large_tool_results/owner/c0"}),
+    ("read_file", {"file_path": OWNER_FILE}),
     ("read_file", {"file_path": "/conversation_history/owner.md"}),
-    ("read_file", {"file_path": "/large_tool_results/intruder/../owner/c0"}),
-    ("read_file", {"file_path": "//large_tool_results/owner/c0"}),
+    ("read_file", {"file_path": OWNER_FILE.replace("/owner/", "/intruder/../owner/")}),
+    ("read_file", {"file_path": "/" + OWNER_FILE}),
     ("ls", {"path": "/large_tool_results/owner"}),
     ("ls", {"path": "/large_tool_results"}),
     ("ls", {"path": "/conversation_history"}),
@@ -58,12 +64,13 @@ PROBES = [
 
 
 def _intruder_results(state_dir: Path, *, isolate: bool = True) -> dict[str, ToolMessage]:
-    backend = None if isolate else FilesystemBackend(root_dir=state_dir, virtual_mode=True)
+    plain = {} if isolate else {"checkpointer": open_checkpointer(state_dir.parent / "intruder.sqlite"), "trace": False}
     agent = create_context_agent(
         scripted_model([_calls(*PROBES), AIMessage("done")], window=200_000),
         [build],
         state_dir=state_dir,
-        backend=backend,
+        backend=None if isolate else FilesystemBackend(root_dir=state_dir, virtual_mode=True),
+        **plain,
     )
     out = agent.invoke({"messages": [("user", "look around")]}, {"configurable": {"thread_id": "intruder"}})
     agent.checkpointer.conn.close()
@@ -96,7 +103,7 @@ def test_a_thread_still_reads_its_own_offloaded_files(state_dir: Path) -> None:
     _owner_thread(state_dir)
     agent = create_context_agent(
         scripted_model(
-            [_calls(("read_file", {"file_path": "/large_tool_results/owner/c0", "limit": 5})), AIMessage("ok")],
+            [_calls(("read_file", {"file_path": OWNER_FILE, "limit": 5})), AIMessage("ok")],
             window=200_000,
         ),
         [build],
@@ -123,7 +130,7 @@ async def test_async_tools_are_isolated_too(state_dir: Path) -> None:
 def test_outside_a_run_the_operator_reaches_every_thread(state_dir: Path) -> None:
     _owner_thread(state_dir)
     backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=state_dir, virtual_mode=True))
-    (found,) = backend.download_files(["/large_tool_results/owner/c0"])
+    (found,) = backend.download_files([OWNER_FILE])
     assert found.error is None
     assert found.content == LOG.encode()
     assert backend.cwd == state_dir.resolve()  # the wrapped backend's attributes show through

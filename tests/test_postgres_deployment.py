@@ -31,6 +31,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
+from ctxwarden.clip.names import call_key, result_path
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.curate.fork import list_units
 from ctxwarden.fold import DETERMINISTIC, Folds
@@ -104,7 +105,12 @@ TOOLS = [run_tests, fetch, deploy, read_page]
 
 
 def _call(name: str, args: dict[str, Any], call_id: str, text: str = "") -> AIMessage:
-    return AIMessage(text, tool_calls=[{"name": name, "args": args, "id": call_id}])
+    return AIMessage(text, id=f"msg-{call_id}", tool_calls=[{"name": name, "args": args, "id": call_id}])
+
+
+def evicted_path(thread_id: str, call_id: str) -> str:
+    """Where a call's evicted result lives: its file name carries the key of the message that made the call."""
+    return result_path(thread_id, "", call_id, call_key(f"msg-{call_id}", 0))
 
 
 def start_replies() -> list[AIMessage]:
@@ -120,7 +126,7 @@ def recall_replies(call_id: str) -> list[AIMessage]:
 
 
 def intruder_replies() -> list[AIMessage]:
-    return [_call("read_file", {"file_path": f"/large_tool_results/{THREAD}/tests-1"}, "peek-1"), AIMessage("ok")]
+    return [_call("read_file", {"file_path": evicted_path(THREAD, "tests-1")}, "peek-1"), AIMessage("ok")]
 
 
 def load_replies(thread_id: str) -> list[AIMessage]:
@@ -317,12 +323,10 @@ def test_a_thread_moves_between_two_workers_and_nothing_is_lost(
     with PostgresSaver.from_conn_string(postgres_url) as saver, PostgresStore.from_conn_string(postgres_url) as store:
         values = read_values(saver, {"configurable": {"thread_id": THREAD}})
         backend = ThreadIsolatedStoreBackend(store)
-        offloaded = backend.download_files(
-            [f"/large_tool_results/{THREAD}/tests-1", f"/conversation_history/{THREAD}.md"]
-        )
+        offloaded = backend.download_files([evicted_path(THREAD, "tests-1"), f"/conversation_history/{THREAD}.md"])
         load_values = {t: read_values(saver, {"configurable": {"thread_id": t}}) for w in "ab" for t in load_threads(w)}
         load_files = {
-            t: backend.download_files([f"/large_tool_results/{t}/{t}-{turn}" for turn in LOAD_EVICTED_TURNS])
+            t: backend.download_files([evicted_path(t, f"{t}-{turn}") for turn in LOAD_EVICTED_TURNS])
             for t in load_values
         }
 
@@ -340,8 +344,8 @@ def test_a_thread_moves_between_two_workers_and_nothing_is_lost(
     automatic = sum("context_compaction" in s["events"] for s in stamps)
     assert automatic >= 1
     assert len(folds) == automatic + 1 == approved["fold"]  # the folds of the run, then compact()'s
-    # compact() finds no trace of its own yet (it takes only backend=), so its fold is not traced
-    assert kinds["context_compaction"] == automatic
+    # compact() finds the trace the agent was built with, so its fold is traced like the automatic ones
+    assert kinds["context_compaction"] == automatic + 1
     assert trace.verify() == []
 
     # offloaded files: the whole log, and a history file with every fold

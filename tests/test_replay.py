@@ -143,7 +143,8 @@ async def test_shipped_session_replays_exactly_through_the_stack(shipped_recordi
     # a result too large for the window went to a file at arrival: the message names it, the file holds it all
     assert len(evicted) == 1
     for message in evicted:
-        path = f"/large_tool_results/sqlfluff/{message.tool_call_id}"
+        path = message.response_metadata["ctxwarden"]["path"]
+        assert path.startswith(f"/large_tool_results/sqlfluff/{message.tool_call_id}-")  # keyed by the call too
         assert path in message.content
         assert (state_dir / path.lstrip("/")).read_text(encoding="utf-8") == rec.outputs[message.tool_call_id]
     # usage="received" reports what this replay sent, not what the original harness was billed

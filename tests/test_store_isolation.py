@@ -16,6 +16,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
 
 from ctxwarden import CtxwardenError, ThreadIsolatedStoreBackend, compact, create_context_agent
+from ctxwarden.clip.names import call_key, recall_id, result_path
 from ctxwarden.fold import DETERMINISTIC
 from ctxwarden.replay import scripted_model
 
@@ -29,8 +30,15 @@ def build(target: str) -> str:
     return LOG
 
 
-def _calls(*calls: tuple[str, dict]) -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": n, "args": a, "id": f"c{i}"} for i, (n, a) in enumerate(calls)])
+def _calls(*calls: tuple[str, dict], message_id: str | None = None) -> AIMessage:
+    return AIMessage(
+        "", id=message_id, tool_calls=[{"name": n, "args": a, "id": f"c{i}"} for i, (n, a) in enumerate(calls)]
+    )
+
+
+OWNER_FILE = result_path("owner", "", "c0", call_key("owner-build", 0))
+"""Where thread `owner`'s evicted build log lives (the file name carries the call's key)."""
+ASYNC_FILE = result_path("async", "", "c0", call_key("async-build", 0))
 
 
 def _agent(replies: list[AIMessage], backend: Any, saver: Any, tmp_path: Path, **kwargs: Any) -> Any:
@@ -47,13 +55,14 @@ def _run(agent: Any, thread: str, text: str = "go") -> dict[str, ToolMessage]:
 
 def _owner_thread(backend: Any, saver: Any, tmp_path: Path) -> None:
     """Thread `owner` evicts a large result and folds its history into the store."""
-    agent = _agent([_calls(("build", {"target": "all"})), AIMessage("built")], backend, saver, tmp_path)
+    build_call = _calls(("build", {"target": "all"}), message_id="owner-build")
+    agent = _agent([build_call, AIMessage("built")], backend, saver, tmp_path)
     _run(agent, "owner", "build it")
     compact(agent, {"configurable": {"thread_id": "owner"}}, summarizer=DETERMINISTIC, backend=backend)
 
 
 PROBES = [
-    ("read_file", {"file_path": "/large_tool_results/owner/c0"}),
+    ("read_file", {"file_path": OWNER_FILE}),
     ("read_file", {"file_path": "/conversation_history/owner.md"}),
     ("ls", {"path": "/large_tool_results/owner"}),
     ("ls", {"path": "/large_tool_results"}),
@@ -92,7 +101,7 @@ def test_another_thread_cannot_list_read_search_or_change_what_a_thread_offloade
     for call_id in ("c3", "c4", "c5", "c6"):  # listings and searches leave the other thread out
         assert "owner" not in str(results[call_id].content), results[call_id].content
     owner = {i.key: i.value for i in store.search(backend.thread_namespace("owner"), limit=100)}
-    assert sorted(owner) == ["/conversation_history/owner.md", "/large_tool_results/owner/c0"]
+    assert sorted(owner) == ["/conversation_history/owner.md", OWNER_FILE]
     assert "## fold 1" in owner["/conversation_history/owner.md"]["content"]
 
 
@@ -111,8 +120,8 @@ def test_a_thread_reads_its_own_files_from_any_worker(postgres_url: str, tmp_pat
     with PostgresStore.from_conn_string(postgres_url) as first, PostgresStore.from_conn_string(postgres_url) as second:
         first.setup()
         _owner_thread(ThreadIsolatedStoreBackend(first), saver, tmp_path)
-        reread = _calls(("read_file", {"file_path": "/large_tool_results/owner/c0", "limit": 5}))
-        recalled = _calls(("recall", {"call_id": "c0", "limit": 50_000}))
+        reread = _calls(("read_file", {"file_path": OWNER_FILE, "limit": 5}))
+        recalled = _calls(("recall", {"call_id": recall_id("c0", call_key("owner-build", 0)), "limit": 50_000}))
         agent = _agent([reread, recalled, AIMessage("ok")], ThreadIsolatedStoreBackend(second), saver, tmp_path)
         results = _run(agent, "owner", "read it back")
     assert SECRET in str(results["c0"].content)
@@ -125,7 +134,7 @@ def test_a_fork_reads_its_ancestors_files_but_never_changes_them(store: BaseStor
     backend.record_fork("owner", "child")
     backend.record_fork("child", "grandchild")
     probes = [
-        ("read_file", {"file_path": "/large_tool_results/owner/c0", "limit": 3}),
+        ("read_file", {"file_path": OWNER_FILE, "limit": 3}),
         ("grep", {"pattern": "owner-only", "path": "/large_tool_results/owner", "output_mode": "content"}),
         ("write_file", {"file_path": "/large_tool_results/owner/planted", "content": "x"}),
         ("edit_file", {"file_path": "/conversation_history/owner.md", "old_string": "## fold 1", "new_string": "x"}),
@@ -140,7 +149,7 @@ def test_a_fork_reads_its_ancestors_files_but_never_changes_them(store: BaseStor
     results = _run(_agent([_calls(*probes), AIMessage("ok")], backend, saver, tmp_path), "unrelated")
     assert SECRET not in str(results["c0"].content)
     owner = {i.key for i in store.search(backend.thread_namespace("owner"), limit=100)}
-    assert owner == {"/conversation_history/owner.md", "/large_tool_results/owner/c0"}
+    assert owner == {"/conversation_history/owner.md", OWNER_FILE}
 
 
 def test_a_fork_has_one_parent_and_no_cycle(tmp_path: Path) -> None:
@@ -202,9 +211,10 @@ async def test_async_runs_are_isolated_and_use_the_graphs_own_store(tmp_path: Pa
     """With no store given, the backend uses the store the graph runs with (as under a LangGraph server)."""
     store, saver = InMemoryStore(), InMemorySaver()
     backend = ThreadIsolatedStoreBackend()
-    owner = _agent([_calls(("build", {"target": "all"})), AIMessage("built")], backend, saver, tmp_path, store=store)
+    build_call = _calls(("build", {"target": "all"}), message_id="owner-build")
+    owner = _agent([build_call, AIMessage("built")], backend, saver, tmp_path, store=store)
     await owner.ainvoke({"messages": [("user", "build")]}, {"configurable": {"thread_id": "owner"}})
-    assert store.get(("ctxwarden", "threads", "owner"), "/large_tool_results/owner/c0") is not None
+    assert store.get(("ctxwarden", "threads", "owner"), OWNER_FILE) is not None
     intruder = _agent([_calls(*PROBES), AIMessage("done")], backend, saver, tmp_path, store=store)
     out = await intruder.ainvoke({"messages": [("user", "look")]}, {"configurable": {"thread_id": "intruder"}})
     tool_messages = [m for m in out["messages"] if isinstance(m, ToolMessage)]
@@ -221,13 +231,13 @@ async def test_an_async_agent_on_async_postgres_evicts_and_recalls(postgres_url:
         await store.setup()
         backend = ThreadIsolatedStoreBackend(store)
         replies = [
-            _calls(("build", {"target": "all"})),
+            _calls(("build", {"target": "all"}), message_id="async-build"),
             _calls(("recall", {"call_id": "c0", "limit": 50_000})),
             AIMessage("built"),
         ]
         agent = _agent(replies, backend, saver, tmp_path)
         out = await agent.ainvoke({"messages": [("user", "build")]}, {"configurable": {"thread_id": "async"}})
-        stored = await store.aget(("ctxwarden", "threads", "async"), "/large_tool_results/async/c0")
+        stored = await store.aget(("ctxwarden", "threads", "async"), ASYNC_FILE)
     evicted, recalled = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert str(evicted.content).count(SECRET) < LOG.count(SECRET) // 4  # the view keeps a preview, not the log
     assert recalled.content == LOG

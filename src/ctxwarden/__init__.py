@@ -26,7 +26,7 @@ from ctxwarden.errors import (
     TrajectoryFormatError,
     WindowUnknownError,
 )
-from ctxwarden.fold import DETERMINISTIC, FoldRecord, compact
+from ctxwarden.fold import DETERMINISTIC, FoldRecord, acompact, compact
 from ctxwarden.observe import (
     ContextReport,
     TraceEvent,
@@ -48,6 +48,7 @@ from ctxwarden.stack import (
     ThreadIsolatedStoreBackend,
     context_middleware,
     create_context_agent,
+    managed_subagents,
     open_checkpointer,
 )
 
@@ -89,6 +90,7 @@ __all__ = [
     "Window",
     "WindowUnknownError",
     "__version__",
+    "acompact",
     "acontext_report",
     "compact",
     "context_middleware",
@@ -96,6 +98,7 @@ __all__ = [
     "create_context_agent",
     "gauge_level",
     "load_recording",
+    "managed_subagents",
     "open_checkpointer",
     "replay_tools",
     "resolve_window",

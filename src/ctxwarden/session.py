@@ -22,16 +22,16 @@ from langchain_core.runnables import RunnableConfig
 
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
-from ctxwarden.curate.fork import Unit, list_units, seed_messages
-from ctxwarden.fold.compact import compact
+from ctxwarden.curate.fork import Unit, carried_values, carry_offloaded, list_units, seed_messages
+from ctxwarden.fold.compact import acompact, compact
 from ctxwarden.fold.state import FoldRecord
 from ctxwarden.observe.recorder import TraceRecorder
 from ctxwarden.observe.report import ContextReport, acontext_report, context_report
-from ctxwarden.observe.thread import reader_graph
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.build import CHECKPOINTS_FILE, DEFAULT_STATE_DIR, create_context_agent
 from ctxwarden.stack.checkpoints import SqliteCheckpointer, open_checkpointer
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
+from ctxwarden.writes import seed_thread
 
 DEFAULT_THREAD = "main"
 
@@ -158,11 +158,26 @@ class Session:
         """Fold the thread now (keeping the last step), with optional focus instructions for the summary."""
         summarizer = self.summarizer if self.summarizer is not None else self.model
         return compact(
-            self.checkpointer,
+            self.agent,
             self.config,
             instructions,
             summarizer=summarizer,
             backend=self.backend,
+            trace=self.recorder,
+            policy=self.policy,
+            meter=self.meter,
+        )
+
+    async def acompact(self, instructions: str | None = None) -> FoldRecord | None:
+        """Async twin of `compact`."""
+        summarizer = self.summarizer if self.summarizer is not None else self.model
+        return await acompact(
+            self.agent,
+            self.config,
+            instructions,
+            summarizer=summarizer,
+            backend=self.backend,
+            trace=self.recorder,
             policy=self.policy,
             meter=self.meter,
         )
@@ -173,14 +188,20 @@ class Session:
         return list_units(values.get("messages", []), values, self.meter)
 
     def fork(self, units: Sequence[int], *, thread_id: str | None = None, model: Any = None) -> Session:
-        """A new session on a new thread seeded with the chosen units; this thread is left as it was."""
+        """A new session on a new thread seeded with the chosen units; this thread is left as it was.
+
+        The fork also gets this thread's other state (todos, in-state files, a middleware's
+        own keys) and copies of the offloaded files its seed names, so `recall` there returns
+        the full originals.
+        """
         values = self.agent.get_state(self.config).values
         seed = seed_messages(values.get("messages", []), values, units, self.thread_id)
         new_thread = thread_id or f"{self.thread_id}-fork-{uuid.uuid4().hex[:8]}"
-        target = {"configurable": {"thread_id": new_thread}}
-        if reader_graph(self.checkpointer).get_state(target).values:
+        target: RunnableConfig = {"configurable": {"thread_id": new_thread}}
+        if self.checkpointer.get_tuple(target) is not None:
             raise ValueError(f"thread {new_thread!r} already exists in {self.state_dir}; pick another thread_id.")
-        reader_graph(self.checkpointer).update_state(target, {"messages": seed}, as_node="read")
+        seed = carry_offloaded(self.backend, seed, self.thread_id, new_thread)
+        seed_thread(self.checkpointer, target, {**carried_values(values), "messages": seed})
         return Session(
             model if model is not None else self.model,
             self.tools,

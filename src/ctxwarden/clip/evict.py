@@ -5,8 +5,9 @@ that issued the call), counted with the meter — not a fixed 20,000 tokens. Unl
 deepagents' eviction it applies to every tool, the built-in file tools included (they
 cut themselves at 20,000 tokens, which alone can overflow a small window); it keeps a
 structure-aware preview instead of a blind head and tail; and it writes the exact
-original (bytes, via `upload_files`) to a per-thread, per-namespace path. A failed
-write keeps the original message and records the failure; the run goes on.
+original (bytes, via `upload_files`) to a per-thread, per-namespace, per-call path. A failed
+write (a full disk, a refusing backend) keeps the original message whole, removes whatever
+part of the file was written, and records the failure with its cause; the run goes on.
 
 Output holding bytes that are not valid UTF-8 (lone surrogates in the string) is
 offloaded whatever its size: a checkpoint cannot store those bytes exactly, so the
@@ -15,16 +16,17 @@ file keeps them and the message shows them as U+FFFD.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from ctxwarden.clip.names import result_path
+from ctxwarden.clip.names import call_key, recall_id, result_path
 from ctxwarden.clip.preview import preview
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.meter import TokenMeter
@@ -97,7 +99,9 @@ class Evictor:
             return None
         thread, namespace, _run = step_context()
         call_id = message.tool_call_id or str(request.tool_call.get("id") or "no-id")
-        path = result_path(thread, namespace, call_id)
+        key = _issuing_key(request, call_id)
+        path = result_path(thread, namespace, call_id, key)
+        reference = recall_id(call_id, key)
         tool = message.name or request.tool_call.get("name") or "tool"
         readable = _SURROGATES.sub("\ufffd", text)
         if tokens <= threshold:  # small, but a checkpoint cannot store its undecodable bytes exactly
@@ -113,11 +117,18 @@ class Evictor:
                 f"[ctxwarden: evicted {tool} output of {tokens:,} tokens ({shown.total_chars:,} chars, "
                 f"{shown.total_lines:,} lines) to {path}; above: {shown.shown_lines:,} of its lines. "
                 f'Page through it with read_file(file_path="{path}", offset=0, limit=200), '
-                f'or get the exact text with {RECALL_TOOL}(call_id="{call_id}").]'
+                f'or get the exact text with {RECALL_TOOL}(call_id="{reference}").]'
             )
         body = f"{shown_text}\n{marker}"
         blocks = _non_text_blocks(message)
-        record = {"evicted": True, "path": path, "tokens": tokens, "chars": len(text), "exact_utf8": exact}
+        record = {
+            "evicted": True,
+            "path": path,
+            "key": key,
+            "tokens": tokens,
+            "chars": len(text),
+            "exact_utf8": exact,
+        }
         replaced = message.model_copy(
             update={
                 "content": [{"type": "text", "text": body}, *blocks] if blocks else body,
@@ -147,6 +158,8 @@ class Evictor:
                 error = _upload_error(self.backend.upload_files([(path, data)]))
             except Exception as exc:  # a backend that raises instead of reporting
                 error = f"{type(exc).__name__}: {exc}"
+            if error is not None:
+                _discard(lambda: self.backend.delete(path))
             return self._settle(message, replaced, event, error, events)
 
         return _map_results(result, one), events
@@ -166,6 +179,9 @@ class Evictor:
                 errors[key] = _upload_error(await self.backend.aupload_files([(path, data)]))
             except Exception as exc:  # a backend that raises instead of reporting
                 errors[key] = f"{type(exc).__name__}: {exc}"
+            if errors[key] is not None:
+                with contextlib.suppress(Exception):  # best effort, as in the sync twin
+                    await self.backend.adelete(path)
 
         def one(message: ToolMessage) -> ToolMessage:
             if id(message) not in planned_all:
@@ -184,6 +200,23 @@ class Evictor:
             return original  # nothing is lost: the whole result stays in the message
         events.append(("eviction", {**event, "ok": True}, None))
         return replaced
+
+
+def _discard(delete: Any) -> None:
+    """Remove what a failed write left (a file cut short by a full disk); best effort."""
+    with contextlib.suppress(Exception):  # a backend without delete, or failing again: the event says what failed
+        delete()
+
+
+def _issuing_key(request: ToolCallRequest, call_id: str) -> str | None:
+    """The call key of the call being answered: from the latest AI message in state that made a call with this id."""
+    state = request.state if isinstance(request.state, dict) else {}
+    for message in reversed(state.get("messages") or []):
+        if isinstance(message, AIMessage):
+            for index, call in enumerate(message.tool_calls):
+                if call.get("id") == call_id:
+                    return call_key(message.id, index)
+    return None
 
 
 def _upload_error(responses: Sequence[Any]) -> str | None:

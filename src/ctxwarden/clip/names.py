@@ -4,6 +4,13 @@ Ids come from users and providers and can hold anything: `../`, absolute paths, 
 bytes, very long or non-ASCII text. A component keeps only `[A-Za-z0-9._-]`, never
 starts with a dot or holds `..`, and is bounded; whenever that changed the id, a hash of the
 original is appended, so two different ids never share a file.
+
+A call id is not unique within a thread: many model servers number calls per message
+(`call_0` in every turn). So an evicted result's file is keyed by the call id *and* the
+call itself — the id of the AI message that made it and its position there — and the
+same key tells `recall` which of several results sharing an id is meant
+(`recall(call_id="call_0#<key>")`). The key is derived, not random: a step re-run after
+a crash writes the same file again instead of a second one.
 """
 
 from __future__ import annotations
@@ -26,16 +33,48 @@ def safe_component(value: str) -> str:
     return f"{cleaned[: MAX_COMPONENT - 13]}-{digest}"
 
 
-def result_path(thread_id: str | None, namespace: str, call_id: str) -> str:
-    """Backend path of an evicted result: `/large_tool_results/<thread>[/<namespace>]/<call id>`.
+KEY_SEPARATOR = "#"
+"""Joins a call id and its call key in a recall reference: `call_0#1a2b3c4d`."""
 
-    The namespace separates a subagent's files from its parent's on the same thread.
+
+def call_key(message_id: str | None, index: int) -> str:
+    """A short key for the `index`-th tool call of the AI message `message_id`: the same call, the same key."""
+    return hashlib.sha256(f"{message_id}\x00{index}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
+
+
+def recall_id(call_id: str, key: str | None) -> str:
+    """The id a recall reference names: the call id, with the call key when there is one."""
+    return f"{call_id}{KEY_SEPARATOR}{key}" if key else call_id
+
+
+def split_recall_id(value: str) -> tuple[str, str | None]:
+    """`(call id, call key or None)` from what a recall reference names."""
+    call_id, sep, key = value.rpartition(KEY_SEPARATOR)
+    if sep and len(key) == 8 and all(c in "0123456789abcdef" for c in key):
+        return call_id, key
+    return value, None
+
+
+def result_path(thread_id: str | None, namespace: str, call_id: str, key: str | None = None) -> str:
+    """Backend path of an evicted result: `/large_tool_results/<thread>[/<namespace>]/<call id>[-<call key>]`.
+
+    The namespace separates a subagent's files from its parent's on the same thread; the
+    call key separates two calls of the thread that share a call id.
     """
     parts = [LARGE_RESULTS_DIR, safe_component(thread_id or "no-thread")]
     if namespace:
         parts.append(safe_component(namespace))
-    parts.append(safe_component(call_id))
+    name = safe_component(call_id)
+    parts.append(f"{name}-{key}" if key else name)
     return "/" + "/".join(parts)
 
 
-__all__ = ["LARGE_RESULTS_DIR", "result_path", "safe_component"]
+__all__ = [
+    "KEY_SEPARATOR",
+    "LARGE_RESULTS_DIR",
+    "call_key",
+    "recall_id",
+    "result_path",
+    "safe_component",
+    "split_recall_id",
+]

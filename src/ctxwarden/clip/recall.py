@@ -5,6 +5,12 @@ result — read from the checkpointed thread, or, for a result evicted at arriva
 from its file, byte for byte — and `recall(call_id, part="args")` returns the call's
 original arguments. Output is paged (`offset`, `limit`) so a recall never floods the
 window it is meant to spare.
+
+A reused call id is told apart by its call key (`recall(call_id="call_0#1a2b3c4d")`, as
+the eviction marker writes it); a bare id shared by several results gets the list to
+choose from, never one of them at random. When an evicted file cannot be read (another
+worker's disk, a missing copy), recall says which file and why instead of handing back
+the preview as if it were the original.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import InjectedState
 
 from ctxwarden.clip.evict import RECALL_TOOL, decode, text_of
+from ctxwarden.clip.names import call_key, recall_id, split_recall_id
 from ctxwarden.core.stamp import METADATA_KEY
 
 DEFAULT_LIMIT = 8_000
@@ -29,27 +36,97 @@ DESCRIPTION = (
 )
 
 
-def original_result(messages: list[BaseMessage], call_id: str, backend: Any) -> str | None:
-    """The exact original result of `call_id`, from its evicted file when it was evicted, else the thread."""
-    for message in messages:
-        if isinstance(message, ToolMessage) and message.tool_call_id == call_id:
-            record = message.response_metadata.get(METADATA_KEY) or {}
-            if record.get("evicted") and backend is not None:
-                (response,) = backend.download_files([record["path"]])
-                if response.error is None and response.content is not None:
-                    return decode(response.content)
-            return text_of(message)
-    return None
+def answers(messages: list[BaseMessage], call_id: str) -> list[tuple[str | None, ToolMessage]]:
+    """Every result of `call_id` in the thread, each with the call key of the call it answers, in order.
 
-
-def original_args(messages: list[BaseMessage], call_id: str) -> str | None:
-    """The original arguments of `call_id`, as JSON."""
+    A call id can be reused (see `ctxwarden.clip.names`), so this can be more than one.
+    """
+    waiting: list[str] = []
+    found: list[tuple[str | None, ToolMessage]] = []
     for message in messages:
         if isinstance(message, AIMessage):
-            for call in message.tool_calls:
-                if call.get("id") == call_id:
-                    return json.dumps(call.get("args", {}), ensure_ascii=False, indent=1)
-    return None
+            waiting += [call_key(message.id, i) for i, c in enumerate(message.tool_calls) if c.get("id") == call_id]
+        elif isinstance(message, ToolMessage) and message.tool_call_id == call_id:
+            found.append((waiting.pop(0) if waiting else None, message))
+    return found
+
+
+def _choose(
+    found: list[tuple[str | None, ToolMessage]], call_id: str, key: str | None
+) -> tuple[ToolMessage | None, str | None]:
+    """The one result meant, or why there is none (unknown id or key, or an ambiguous bare id)."""
+    if key is not None:
+        found = [(k, m) for k, m in found if k == key]
+    if len(found) == 1:
+        return found[0][1], None
+    if not found:
+        known = "this call id and key" if key else "this call id"
+        named = recall_id(call_id, key)
+        return None, f"[ctxwarden: this thread has no tool result with {known} ({named!r}); check the placeholder.]"
+    choices = "; ".join(
+        f'recall(call_id="{recall_id(call_id, k)}") for the one starting {_first_line(m)!r}' for k, m in found
+    )
+    return None, (
+        f"[ctxwarden: {len(found)} tool results in this thread share call id {call_id!r} (the id was reused). "
+        f"Name the one you mean: {choices}.]"
+    )
+
+
+def _first_line(message: ToolMessage) -> str:
+    line = next((line for line in text_of(message).splitlines() if line.strip()), "")
+    return line[:60]
+
+
+def lookup_result(messages: list[BaseMessage], reference: str, backend: Any) -> tuple[str | None, str | None]:
+    """`(the exact original result, None)`, or `(None, why it cannot be given)`.
+
+    `reference` is a call id, or `call id#call key`. An evicted result is read from its
+    file; when that file cannot be read the answer says which file and why, and never
+    passes the preview off as the original.
+    """
+    call_id, key = split_recall_id(reference)
+    message, why = _choose(answers(messages, call_id), call_id, key)
+    if message is None:
+        return None, why
+    record = message.response_metadata.get(METADATA_KEY) or {}
+    if not record.get("evicted"):
+        return text_of(message), None
+    path = str(record.get("path"))
+    if backend is None:
+        return None, _unreachable(reference, path, "this agent has no backend to read it from")
+    try:
+        (response,) = backend.download_files([path])
+    except Exception as exc:  # a backend that raises instead of reporting
+        return None, _unreachable(reference, path, f"{type(exc).__name__}: {exc}")
+    if response.error is not None or response.content is None:
+        return None, _unreachable(reference, path, str(response.error or "the backend returned no content"))
+    return decode(response.content), None
+
+
+def _unreachable(reference: str, path: str, why: str) -> str:
+    return (
+        f"[ctxwarden: the original result of call {reference!r} was evicted to {path}, and that file cannot be read "
+        f"here: {why}. The conversation holds only a preview of it, which is not the original; nothing more of it "
+        "is available to this thread.]"
+    )
+
+
+def original_result(messages: list[BaseMessage], call_id: str, backend: Any) -> str | None:
+    """The exact original result of `call_id` (or `call id#key`), or `None` when it is unknown or unreachable."""
+    return lookup_result(messages, call_id, backend)[0]
+
+
+def original_args(messages: list[BaseMessage], reference: str) -> str | None:
+    """The original arguments of the call `reference` names (a call id, or `call id#key`), as JSON."""
+    call_id, key = split_recall_id(reference)
+    found = [
+        call
+        for message in messages
+        if isinstance(message, AIMessage)
+        for i, call in enumerate(message.tool_calls)
+        if call.get("id") == call_id and (key is None or call_key(message.id, i) == key)
+    ]
+    return json.dumps(found[-1].get("args", {}), ensure_ascii=False, indent=1) if found else None
 
 
 def page(text: str, offset: int, limit: int) -> str:
@@ -75,13 +152,23 @@ def make_recall_tool(backend: Any) -> BaseTool:
         limit: int = DEFAULT_LIMIT,
     ) -> str:
         messages = list(state.get("messages", []))
-        text = original_args(messages, call_id) if part == "args" else original_result(messages, call_id, backend)
-        if text is None:
-            known = "a tool call" if part == "args" else "a tool result"
-            return f"[ctxwarden: this thread has no {known} with call id {call_id!r}; check the id in the placeholder.]"
-        return page(text, offset, limit)
+        if part == "args":
+            text = original_args(messages, call_id)
+            if text is None:
+                return f"[ctxwarden: this thread has no tool call with call id {call_id!r}; check the placeholder.]"
+            return page(text, offset, limit)
+        found, why = lookup_result(messages, call_id, backend)
+        return page(found, offset, limit) if found is not None else str(why)
 
     return StructuredTool.from_function(func=recall, name=RECALL_TOOL, description=DESCRIPTION)
 
 
-__all__ = ["DEFAULT_LIMIT", "make_recall_tool", "original_args", "original_result", "page"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "answers",
+    "lookup_result",
+    "make_recall_tool",
+    "original_args",
+    "original_result",
+    "page",
+]

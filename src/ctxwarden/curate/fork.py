@@ -6,19 +6,32 @@ its fold ended; a fold covers everything before that point). Choosing whole turn
 keeps the seed valid — no tool call without its result, no result without its call.
 A fold together with a turn (or an earlier fold) it already covers is refused: the
 seed would say the same thing twice. The source thread is only read.
+
+What the seed points to comes along: a thread reads only its own offloaded files, so the
+evicted results and history files the seed names are copied into the new thread's
+folders and the seed is made to name the copies. `recall` in the fork then returns the
+full originals; a file that cannot be copied keeps its old path, and recall says why it
+cannot read it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from ctxwarden.clip.names import LARGE_RESULTS_DIR, safe_component
 from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.errors import CtxwardenError
+from ctxwarden.fold.history import HISTORY_DIR
 from ctxwarden.fold.state import SUMMARY_SOURCE, Folds, is_summary
+
+PRIVATE_PREFIX = "ctxwarden_"
+"""ctxwarden's private state keys (folds, the clearing boundary) start with this."""
 
 
 class ForkError(CtxwardenError, ValueError):
@@ -111,6 +124,101 @@ def seed_messages(
     return seed
 
 
+def carried_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The source thread's other state keys (todos, in-state files, a middleware's state) for the fork.
+
+    Left out: the messages (the seed replaces them), ctxwarden's private state (it names
+    messages the seed may not hold) and other private keys (`_...`: a middleware's own
+    bookkeeping, such as the file its summaries go to).
+    """
+    return {
+        key: value for key, value in values.items() if key != "messages" and not key.startswith(("_", PRIVATE_PREFIX))
+    }
+
+
+def offloaded_paths(text: str, source: str) -> set[str]:
+    """Backend paths of the source thread's evicted results and history file named in `text`."""
+    own = re.escape(safe_component(source))
+    pattern = rf"/{LARGE_RESULTS_DIR}/{own}/[A-Za-z0-9._/-]*[A-Za-z0-9_-]|/{HISTORY_DIR}/{own}\.md"
+    return set(re.findall(pattern, text))
+
+
+def relocated(path: str, source: str, target: str) -> str:
+    """Where a fork keeps its copy of the source thread's file `path`."""
+    old, new = safe_component(source), safe_component(target)
+    if path == f"/{HISTORY_DIR}/{old}.md":
+        return f"/{HISTORY_DIR}/{new}/fork-of-{old}.md"
+    return f"/{LARGE_RESULTS_DIR}/{new}/" + path.removeprefix(f"/{LARGE_RESULTS_DIR}/{old}/")
+
+
+def carry_offloaded(backend: Any, seed: Sequence[BaseMessage], source: str, target: str) -> list[BaseMessage]:
+    """Copy the source thread's files that `seed` names into the fork's folders; the seed naming the copies.
+
+    History files are copied with the paths inside them rewritten too (they name evicted
+    results). A file that cannot be read or written keeps its old name.
+    """
+    if backend is None:
+        return list(seed)
+    pending = {p for m in seed for p in offloaded_paths(_all_text(m), source)}
+    moved: dict[str, str] = {}
+    seen: set[str] = set()
+    bodies: dict[str, bytes] = {}
+    while pending - seen:
+        batch = sorted(pending - seen)
+        seen |= set(batch)
+        for path, response in zip(batch, backend.download_files(batch), strict=True):
+            if response.error is None and response.content is not None:
+                bodies[path] = response.content
+                pending |= offloaded_paths(response.content.decode("utf-8", "replace"), source)
+    uploads = []
+    for path, body in bodies.items():
+        if path.endswith(".md"):
+            text = body.decode("utf-8", "surrogatepass")
+            for old in sorted(offloaded_paths(text, source), key=len, reverse=True):
+                if old in bodies:
+                    text = text.replace(old, relocated(old, source, target))
+            body = text.encode("utf-8", "surrogatepass")
+        uploads.append((relocated(path, source, target), body))
+    answers = backend.upload_files(uploads) if uploads else []
+    for (new, _body), path, answer in zip(uploads, list(bodies), answers, strict=True):
+        if answer.error is None:
+            moved[path] = new
+    return [_renamed(m, moved) for m in seed]
+
+
+def _all_text(message: BaseMessage) -> str:
+    record = message.response_metadata.get(METADATA_KEY) if isinstance(message, ToolMessage) else None
+    path = record.get("path") if isinstance(record, dict) else None
+    return f"{message.content}\n{path or ''}"
+
+
+def _renamed(message: BaseMessage, moved: Mapping[str, str]) -> BaseMessage:
+    """`message` naming the copies in `moved` instead of the originals."""
+    names = [old for old in sorted(moved, key=len, reverse=True) if old in _all_text(message)]
+    if not names:
+        return message
+
+    def swap(text: str) -> str:
+        for old in names:
+            text = text.replace(old, moved[old])
+        return text
+
+    content: Any = (
+        swap(message.content)
+        if isinstance(message.content, str)
+        else [
+            {**b, "text": swap(str(b.get("text", "")))} if isinstance(b, dict) and b.get("type") == "text" else b
+            for b in message.content
+        ]
+    )
+    update: dict[str, Any] = {"content": content}
+    record = message.response_metadata.get(METADATA_KEY) if isinstance(message, ToolMessage) else None
+    if isinstance(record, dict) and record.get("path") in moved:
+        metadata = {**record, "path": moved[record["path"]], "forked_from": record["path"]}
+        update["response_metadata"] = {**message.response_metadata, METADATA_KEY: metadata}
+    return message.model_copy(update=update)
+
+
 def _check_complete(part: Sequence[BaseMessage], unit: Unit) -> None:
     called = {str(c["id"]) for m in part if isinstance(m, AIMessage) for c in m.tool_calls}
     answered = {m.tool_call_id for m in part if isinstance(m, ToolMessage)}
@@ -135,4 +243,13 @@ def _first_words(message: BaseMessage, count: int = 12) -> str:
     return " ".join(words[:count]) + (" …" if len(words) > count else "")
 
 
-__all__ = ["ForkError", "Unit", "list_units", "seed_messages"]
+__all__ = [
+    "ForkError",
+    "Unit",
+    "carried_values",
+    "carry_offloaded",
+    "list_units",
+    "offloaded_paths",
+    "relocated",
+    "seed_messages",
+]

@@ -1,6 +1,6 @@
 """Fold: recoverable, cumulative, structured summaries at 85% of the window, and `/compact` on demand."""
 
-from ctxwarden.fold.compact import COMPACT_TOOL, compact, make_compact_tool
+from ctxwarden.fold.compact import COMPACT_TOOL, acompact, compact, make_compact_tool
 from ctxwarden.fold.engine import DETERMINISTIC, Folder, FoldInput, FoldOutcome
 from ctxwarden.fold.history import history_path
 from ctxwarden.fold.layer import FoldedView, FoldLayer
@@ -20,6 +20,7 @@ __all__ = [
     "FoldedView",
     "Folder",
     "Folds",
+    "acompact",
     "compact",
     "deterministic_summary",
     "folded_view",

@@ -3,6 +3,11 @@
 Shared by the automatic fold (a layer, on every call past the threshold) and `compact()`
 (on demand). Planning and finishing are pure; only writing the history file and asking
 the summarizer touch the outside, in sync and async twins.
+
+The summarizer runs inside the agent's model step, so LangGraph's `stream_mode="messages"`
+would hand its tokens to the user as if the agent said them. Like langchain's own
+summarization, the call is tagged `nostream` (and marked `lc_source: summarization`), so
+only the agent's replies stream.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import BaseMessage
+from langgraph.constants import TAG_NOSTREAM
 
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.meter import TokenMeter
@@ -134,7 +140,7 @@ class Folder:
             return self._deterministic(plan, given, fallback=False)
         try:
             return model_summary(
-                plan.summarizer,
+                unstreamed(plan.summarizer),
                 plan.prompt,
                 retries=self.policy.summarizer_retries,
                 timeout=self.policy.summarizer_timeout,
@@ -147,7 +153,7 @@ class Folder:
             return self._deterministic(plan, given, fallback=False)
         try:
             return await amodel_summary(
-                plan.summarizer,
+                unstreamed(plan.summarizer),
                 plan.prompt,
                 retries=self.policy.summarizer_retries,
                 timeout=self.policy.summarizer_timeout,
@@ -242,6 +248,16 @@ class Folder:
         return FoldOutcome([], None, [("context_compaction", payload, None)], None)
 
 
+SUMMARY_CONFIG: dict[str, Any] = {"tags": [TAG_NOSTREAM], "metadata": {"lc_source": "summarization"}}
+"""The run config of every summarizer call: kept out of the message stream, marked as a summary."""
+
+
+def unstreamed(model: Any) -> Any:
+    """`model` with `SUMMARY_CONFIG` applied to every call (a model without `with_config` is used as it is)."""
+    with_config = getattr(model, "with_config", None)
+    return with_config(**SUMMARY_CONFIG) if callable(with_config) else model
+
+
 def _summarizer_usage(summary: Summary, plan: FoldPlan, meter: TokenMeter) -> Mapping[str, Any]:
     usage = summary.usage or {}
     estimated = not usage.get("input_tokens")
@@ -257,4 +273,4 @@ def _summarizer_usage(summary: Summary, plan: FoldPlan, meter: TokenMeter) -> Ma
     }
 
 
-__all__ = ["DETERMINISTIC", "FoldInput", "FoldOutcome", "Folder"]
+__all__ = ["DETERMINISTIC", "SUMMARY_CONFIG", "FoldInput", "FoldOutcome", "Folder", "unstreamed"]

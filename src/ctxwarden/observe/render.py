@@ -46,7 +46,8 @@ def headline(report: ContextReport) -> str:
 
 
 def usage_line(report: ContextReport) -> str:
-    return f"{report.used:,} / {report.window:,} tokens ({report.fraction:.1%}) · {report.gauge}"
+    measured = " · measured on the view compact() left" if report.basis == "current view" else ""
+    return f"{report.used:,} / {report.window:,} tokens ({report.fraction:.1%}) · {report.gauge}{measured}"
 
 
 def bar(report: ContextReport, width: int = BAR_WIDTH) -> str:
@@ -70,6 +71,8 @@ def counter_line(report: ContextReport) -> str:
 
 
 def spend_line(report: ContextReport) -> str:
+    if not report.trace_found:
+        return "spend: unknown (no trace found: pass trace=... to see it)"
     if not report.spend:
         return "spend: no trace for this thread"
     parts = []
@@ -83,6 +86,8 @@ def spend_line(report: ContextReport) -> str:
 
 def lifecycle_line(report: ContextReport) -> str:
     """What the layers did, from the trace."""
+    if not report.trace_found:
+        return "lifecycle: unknown (no trace found: evictions, clearing and folds are not known here)"
     done = report.lifecycle
     evicted = done.get("eviction", {})
     cleared = done.get("context_clear", {})

@@ -7,6 +7,12 @@ schemas) and from counting the conversation by role, scaled so they add up to `u
 Categories are counted on the view the layers leave (the fold summary, cleared
 placeholders); the admitted sections (skills, memory, instructions) come from the
 last call's stamp.
+
+A fold done outside a model call (`compact()`) changes the view after the last call, so
+the last call's figures no longer describe it: then `used` is measured on the current
+view (with the last call's system prompt, tool schemas and calibration), and the report
+says so (`basis`). The lifecycle and spend come from the agent's trace; when the report
+cannot find one it says so rather than counting zeros.
 """
 
 from __future__ import annotations
@@ -24,16 +30,18 @@ from ctxwarden.admit.layer import ADMIT_STAMP_KEY
 from ctxwarden.clip.placeholders import is_cleared
 from ctxwarden.core.gauge import GaugeLevel, gauge_level
 from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.parts import parts_of
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.core.stamp import last_stamped, stamps
 from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import WindowUnknownError
-from ctxwarden.fold.state import is_summary
+from ctxwarden.fold.state import FOLD_STATE_KEY, is_summary
 from ctxwarden.observe import forecast as forecasting
 from ctxwarden.observe.thread import UnknownThreadError, aread_values, read_values, state_dir_of, thread_id_of
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.discover import checkpointer_of, trace_of
 from ctxwarden.view import model_view
+from ctxwarden.writes import COMPACTED_AFTER
 
 CATEGORIES = (
     "system prompt",
@@ -77,6 +85,11 @@ class ContextReport:
     """Tokens no clearing batch can remove, by what they are (see `ctxwarden.observe.forecast`)."""
     counter: str = ""
     """What the meter counted with: `tiktoken:<encoding>`, or `approximate` (4 characters a token)."""
+    basis: str = "last call"
+    """`"last call"`: the last call's input tokens plus what was added since; `"current view"`: measured now,
+    because the view changed after the last call (a fold done by `compact()`)."""
+    trace_found: bool = True
+    """Whether a trace was found: without one, `spend` and `lifecycle` are unknown, not zero."""
 
     @property
     def fraction(self) -> float:
@@ -143,8 +156,10 @@ class ContextReport:
             "calls": self.calls,
             "last_input_tokens": self.last_input_tokens,
             "added_since": self.added_since,
-            "spend": {role: dict(values) for role, values in self.spend.items()},
-            "lifecycle": {kind: dict(values) for kind, values in self.lifecycle.items()},
+            "spend": {role: dict(values) for role, values in self.spend.items()} if self.trace_found else None,
+            "lifecycle": {kind: dict(values) for kind, values in self.lifecycle.items()} if self.trace_found else None,
+            "basis": self.basis,
+            "trace_found": self.trace_found,
         }
 
     def to_text(self) -> str:
@@ -177,6 +192,7 @@ def build_report(
     spend: Mapping[str, Mapping[str, int]] | None = None,
     values: Mapping[str, Any] | None = None,
     lifecycle: Mapping[str, Mapping[str, int]] | None = None,
+    trace_found: bool = True,
 ) -> ContextReport:
     """The report for a thread's messages. `model` (a chat model) measures against another model's window.
 
@@ -210,10 +226,14 @@ def build_report(
     by_role = _count_by_role(view, meter)
     system = by_role.pop("system prompt")  # system messages kept in the thread itself
     admitted = {name: int(tokens) for name, tokens in (stamp.get(ADMIT_STAMP_KEY) or {}).items()}
+    basis = "last call"
     if found:
         system += max(0, int(stamp.get("system_tokens", 0)) - sum(admitted.values()))
         tools = int(stamp.get("tool_schema_tokens", 0))
         used = int(last_input or 0) + added
+        if compacted_since_last_call(values, messages[found[0]]):
+            fixed = int(stamp.get("system_tokens", 0)) + tools
+            used, basis = round((fixed + meter.messages_tokens(view)) * factor), "current view"
     else:
         tools = 0
         used = added
@@ -241,6 +261,8 @@ def build_report(
         policy=policy,
         out_of_reach=reach,
         counter=meter.counter_name,
+        basis=basis,
+        trace_found=trace_found,
     )
 
 
@@ -255,6 +277,13 @@ def _out_of_reach(
     for name, tokens in forecasting.out_of_reach(view, meter, policy).items():
         reach[name] = round(tokens * scale)
     return reach
+
+
+def compacted_since_last_call(values: Mapping[str, Any] | None, last_call: BaseMessage) -> bool:
+    """Whether `compact()` folded the thread after its last model call (whose reply is `last_call`)."""
+    raw = (values or {}).get(FOLD_STATE_KEY)
+    marked = raw.get(COMPACTED_AFTER) if isinstance(raw, Mapping) else None
+    return marked is not None and marked == last_call.id
 
 
 def _count_by_role(messages: Sequence[BaseMessage], meter: TokenMeter) -> dict[str, int]:
@@ -281,7 +310,7 @@ def _count_by_role(messages: Sequence[BaseMessage], meter: TokenMeter) -> dict[s
 def _clearable(messages: Sequence[BaseMessage], meter: TokenMeter, policy: ContextPolicy) -> int:
     results = [m for m in messages if isinstance(m, ToolMessage) and m.name not in policy.clear_exclude_tools]
     results = [m for m in results if not is_cleared(m)]
-    older = results[: len(results) - policy.keep_tool_results] if policy.keep_tool_results else results
+    older = results[: max(0, len(results) - policy.keep_tool_results)]  # the newest `keep_tool_results` stay, always
     return sum(max(0, meter.message_tokens(m) - PLACEHOLDER_TOKENS) for m in older)
 
 
@@ -310,9 +339,9 @@ def context_report(
     """The /context report of the thread in `config`.
 
     `source` is a compiled agent, a checkpointer or a state directory. The per-role
-    spend comes from `trace` (default: the trace the agent records to, else the
-    `trace.sqlite` beside a SQLite checkpointer). Pass `model` to see the thread against
-    another model's window.
+    spend comes from `trace` (default: the trace the agent was built with or records to,
+    else the `trace.sqlite` beside a SQLite checkpointer). Pass `model` to see the thread
+    against another model's window.
     """
     _require_checkpointer(source)
     values = read_values(source, config)
@@ -329,6 +358,7 @@ def context_report(
         spend=spend,
         values=values,
         lifecycle=lifecycle,
+        trace_found=store is not None,
     )
 
 
@@ -357,6 +387,7 @@ async def acontext_report(
         spend=spend,
         values=values,
         lifecycle=lifecycle,
+        trace_found=store is not None,
     )
 
 
@@ -371,10 +402,15 @@ def _require_checkpointer(source: Any) -> None:
 
 
 def _trace_for(source: Any, trace: TraceStore | str | Path | None) -> TraceStore | None:
+    """The trace given, else the one the agent was built with, else the `trace.sqlite` beside SQLite checkpoints."""
     if isinstance(trace, TraceStore):
         return trace
     if trace is not None:
         return TraceStore(trace)
+    parts = parts_of(source)
+    if parts is not None:
+        store = getattr(parts.recorder, "store", None)
+        return store if isinstance(store, TraceStore) else None
     if hasattr(source, "get_state"):
         recorded = trace_of(source)
         where = getattr(recorded, "path", None)

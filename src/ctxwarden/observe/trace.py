@@ -278,7 +278,8 @@ class SqliteTraceStore(TraceStore):
                     conn.executemany(f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
                     conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    if conn.in_transaction:  # SQLite already rolled back on a full disk: keep its error, not ours
+                        conn.execute("ROLLBACK")
                     raise
 
             self._retry(write)

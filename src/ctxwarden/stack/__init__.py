@@ -1,7 +1,7 @@
 """The one-call stack: the per-call core middleware and the builders that place it."""
 
 from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
-from ctxwarden.stack.build import context_middleware, create_context_agent
+from ctxwarden.stack.build import context_middleware, create_context_agent, managed_subagents
 from ctxwarden.stack.checkpoints import SqliteCheckpointer, open_checkpointer
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
 from ctxwarden.stack.middleware import ContextWindowMiddleware
@@ -17,5 +17,6 @@ __all__ = [
     "ThreadIsolatedStoreBackend",
     "context_middleware",
     "create_context_agent",
+    "managed_subagents",
     "open_checkpointer",
 ]

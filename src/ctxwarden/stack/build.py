@@ -4,15 +4,20 @@
 middlewares in the order they must run, and with no argument it evicts into the agent's
 own file backend and records the trace under `./.ctxwarden/`. `create_context_agent()` is
 the embedded default: a deepagents agent with the stack in place, a real SQLite
-checkpointer and a filesystem backend, all under one state directory. Arguments that
-cannot work fail here, when the agent is built, not hours later at the first fold.
+checkpointer and a filesystem backend, all under one state directory. The agent's file
+tools see that directory minus the databases (`ThreadIsolatedBackend` refuses them and
+never opens them), every declarative subagent gets the stack too (deepagents would
+otherwise fill its summarization slot with its own middleware), and the agent records
+what it was built with, so `compact()` and the /context report find the same backend and
+trace. Arguments that cannot work fail here, when the agent is built, not hours later at
+the first fold.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, get_type_hints
 
 from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
@@ -22,19 +27,21 @@ from langgraph.types import Checkpointer
 from ctxwarden.admit.layer import AdmitLayer
 from ctxwarden.admit.skills import skills_loader
 from ctxwarden.clip.clear import ClearLayer
-from ctxwarden.core.layers import ContextLayer
+from ctxwarden.core.layers import ContextLayer, StateCheckedLayer, joined_schema
 from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.parts import AgentParts, attach_parts
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
-from ctxwarden.errors import BuildArgumentError
+from ctxwarden.errors import BuildArgumentError, CtxwardenError
 from ctxwarden.fold.engine import DETERMINISTIC, Folder
 from ctxwarden.fold.layer import FoldedView, FoldLayer
 from ctxwarden.observe.recorder import TraceRecorder
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.checkpoints import open_checkpointer
 from ctxwarden.stack.discover import AgentBackend, FindBackendLayer
-from ctxwarden.stack.isolation import ThreadIsolatedBackend
-from ctxwarden.stack.middleware import ContextWindowMiddleware
+from ctxwarden.stack.isolation import DATABASES, ThreadIsolatedBackend, normalized
+from ctxwarden.stack.middleware import SLOT_NAME, ContextWindowMiddleware
 from ctxwarden.stack.pick import ModelPicker, model_from_context
+from ctxwarden.view import ContextState
 
 DEFAULT_STATE_DIR = Path(".ctxwarden")
 """Where the embedded default keeps checkpoints, the trace and offloaded files."""
@@ -93,7 +100,9 @@ def context_middleware(
     path, a store or a recorder, or `False` to record nothing. `summarizer` is the chat
     model that writes fold summaries (default: the model being called), or
     `"deterministic"` to build them without a model. `layers` run after ctxwarden's own
-    (admit, folded view, clearing, folding) on every model call.
+    (admit, folded view, clearing, folding) on every model call; a layer that keeps state
+    declares it in a `state_schema` (a `TypedDict`), which joins the agent's schema — a key
+    it writes without declaring stops the call with an error naming the key and the fix.
 
     Admit: `skills` are skills folders on the backend, farthest first (a closer folder's
     skill shadows a farther one of the same name); `memory` is the backend path of a
@@ -113,13 +122,29 @@ def context_middleware(
     if backend is None:
         backend = AgentBackend(state_dir)
         found.append(FindBackendLayer(backend))
+    else:
+        trace_file = getattr(recorder.store, "path", None)
+        if isinstance(trace_file, Path):
+            check_unreachable(backend, trace_file, "trace")
     folder = Folder(policy, meter, backend, summarizer)
     admit = AdmitLayer(policy, meter, backend=backend, skills=skills, memory=memory, instructions=instructions)
-    lifecycle = [*found, admit, FoldedView(), ClearLayer(policy, meter), FoldLayer(folder), *layers]
+    schema = joined_schema(ContextState, layers)  # a layer's declared state joins the agent's
+    kept = get_type_hints(schema, include_extras=True)
+    custom = [StateCheckedLayer(layer, kept) for layer in layers]
+    lifecycle: list[ContextLayer] = [
+        *found,
+        admit,
+        FoldedView(),
+        ClearLayer(policy, meter),
+        FoldLayer(folder),
+        *custom,
+    ]
     picker = model_from_context(models) if isinstance(models, Mapping) else models
     core = ContextWindowMiddleware(
         policy=policy, meter=meter, layers=lifecycle, recorder=recorder, backend=backend, pick_model=picker
     )
+    if schema is not ContextState:
+        core.state_schema = schema  # type: ignore[assignment]  # ContextState plus the layers' keys
     stack: list[AgentMiddleware] = [core]
     if skills:
         stack.append(
@@ -156,48 +181,106 @@ def create_context_agent(
     `FilesystemBackend` confined to `state_dir`, on which a running thread sees only its
     own offloaded files (`ThreadIsolatedBackend`). Pass `checkpointer`
     or `backend` to use others (Postgres, a `StoreBackend`, ...); other keyword
-    arguments go to `create_deep_agent`.
+    arguments go to `create_deep_agent`; every declarative subagent in `subagents=`
+    runs with the stack too, under its own namespace (see `managed_subagents`).
+    The agent records its backend, trace, policy, meter and summarizer
+    (`ctxwarden.core.parts.parts_of(agent)`), which `compact()` and the /context report use.
     """
     validate_arguments(policy=policy, summarizer=summarizer)
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
     if checkpointer is None:
+        if backend is not None:
+            check_unreachable(backend, state / CHECKPOINTS_FILE, "checkpoint database")
         checkpointer = open_checkpointer(state / CHECKPOINTS_FILE)
-    if backend is None:
-        backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=state, virtual_mode=True))
     if trace is True:
         trace = state / TRACE_FILE
-    stack = [
-        *context_middleware(
-            state_dir=state,
-            policy=policy,
-            meter=meter,
-            layers=layers,
-            trace=trace or None,
-            backend=backend,
-            summarizer=summarizer,
-            skills=skills,
-            memory=memory,
-            instructions=instructions,
-            models=models,
-        ),
-        *middleware,
-    ]
-    return create_deep_agent(
+    if backend is None:
+        reserved = [*DATABASES, *_inside(state, trace)]
+        backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=state, virtual_mode=True), reserved=reserved)
+    meter = meter or TokenMeter()
+    policy = policy or DEFAULT_POLICY
+    stack = context_middleware(
+        state_dir=state,
+        policy=policy,
+        meter=meter,
+        layers=layers,
+        trace=trace or None,
+        backend=backend,
+        summarizer=summarizer,
+        skills=skills,
+        memory=memory,
+        instructions=instructions,
+        models=models,
+    )
+    core = cast(ContextWindowMiddleware, stack[0])
+    subagents = deep_agent_kwargs.pop("subagents", None)
+    if subagents is not None:
+        deep_agent_kwargs["subagents"] = managed_subagents(subagents, core)
+    agent = create_deep_agent(
         model,
         list(tools),
         system_prompt=system_prompt,
-        middleware=stack,
+        middleware=[*stack, *middleware],
         checkpointer=checkpointer,
         backend=backend,
         **deep_agent_kwargs,
+    )
+    return attach_parts(agent, AgentParts(backend, core.recorder, policy, meter, summarizer))
+
+
+def managed_subagents(subagents: Sequence[Any], core: AgentMiddleware) -> list[Any]:
+    """`subagents` with ctxwarden's core middleware in each declarative spec's summarization slot.
+
+    deepagents fills a declarative subagent's slot with its own summarization unless the
+    spec's `middleware` holds one of the same name; compiled and async subagents are
+    passed through (they bring their own graph). A spec that already has a middleware in
+    the slot keeps it. The subagent's events and files carry its own namespace.
+    """
+    managed: list[Any] = []
+    for spec in subagents:
+        declarative = isinstance(spec, Mapping) and "runnable" not in spec and "graph_id" not in spec
+        own = list(spec.get("middleware") or []) if declarative else []
+        if declarative and not any(getattr(m, "name", None) == SLOT_NAME for m in own):
+            spec = {**spec, "middleware": [core, *own]}
+        managed.append(spec)
+    return managed
+
+
+def _inside(root: Path, trace: object) -> list[str]:
+    """The backend path of the trace file when it lies under `root` (so the backend refuses it too)."""
+    if not isinstance(trace, str | Path):
+        return []
+    try:
+        return [normalized(Path(trace).resolve().relative_to(root.resolve()).as_posix())]
+    except ValueError:
+        return []
+
+
+def check_unreachable(backend: Any, database: Path, what: str) -> None:
+    """Refuse a database that the agent's own file tools could open (see `ThreadIsolatedBackend`)."""
+    root = getattr(backend, "cwd", None)
+    if not isinstance(root, Path):
+        return
+    try:
+        inside = normalized(database.resolve().relative_to(root.resolve()).as_posix())
+    except ValueError:
+        return
+    if isinstance(backend, ThreadIsolatedBackend) and backend.refusal(inside) is not None:
+        return
+    raise CtxwardenError(
+        f"the {what} {database} is inside the folder the agent's file tools reach ({root}): a grep or read_file by "
+        "the model would open the database and, with a second process on it, corrupt it. Fix: keep it outside that "
+        "folder, or wrap the backend in ThreadIsolatedBackend(backend, reserved=[...]) naming it."
     )
 
 
 __all__ = [
     "CHECKPOINTS_FILE",
     "DEFAULT_STATE_DIR",
+    "check_unreachable",
     "context_middleware",
     "create_context_agent",
+    "managed_subagents",
     "validate_arguments",
 ]

@@ -4,6 +4,11 @@
 `AsyncSqliteSaver` needs a running event loop to be built. A session that calls
 `invoke` and `ainvoke` on the same thread needs one saver that does both, so the
 async methods here run the sync ones in a worker thread, under the saver's own lock.
+
+A checkpoint that cannot be written (a full disk, a read-only file) ends the run with a
+`CheckpointWriteError` naming the database, the thread and the cause, and saying how to
+go on: SQLite rolls the failed write back, so every step saved before it is intact and
+the thread resumes from there once the cause is gone.
 """
 
 from __future__ import annotations
@@ -23,11 +28,56 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from ctxwarden.errors import CtxwardenError
+
 _END = object()
 
 
+class CheckpointWriteError(CtxwardenError, OSError):
+    """A checkpoint could not be written; what was saved before it is intact."""
+
+
 class SqliteCheckpointer(SqliteSaver):
-    """`SqliteSaver` whose async methods run the sync ones off the event loop."""
+    """`SqliteSaver` whose async methods run the sync ones off the event loop, and whose write errors say what to do."""
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        try:
+            return super().put(config, checkpoint, metadata, new_versions)
+        except sqlite3.Error as exc:
+            raise CheckpointWriteError(self._failed(config, exc)) from exc
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        try:
+            super().put_writes(config, writes, task_id, task_path)
+        except sqlite3.Error as exc:
+            raise CheckpointWriteError(self._failed(config, exc)) from exc
+
+    def _failed(self, config: RunnableConfig, exc: sqlite3.Error) -> str:
+        thread = (config.get("configurable") or {}).get("thread_id")
+        try:
+            row = self.conn.execute("PRAGMA database_list").fetchone()
+            path = row[2] if row and row[2] else "the checkpoint database"
+        except sqlite3.Error:
+            path = "the checkpoint database"
+        full = "full" in str(exc).lower()
+        cause = "the disk holding it is full" if full else f"{type(exc).__name__}: {exc}"
+        return (
+            f"could not save a checkpoint of thread {thread!r} to {path}: {cause} ({exc}). Every step saved before "
+            f"this one is intact. Fix: {'free space on that disk' if full else 'make the file writable'} "
+            "(or move the state dir), then resume the thread (Session.resume(), or agent.invoke(None, config))."
+        )
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
@@ -81,4 +131,4 @@ def open_checkpointer(path: str | Path) -> SqliteCheckpointer:
     return saver
 
 
-__all__ = ["SqliteCheckpointer", "open_checkpointer"]
+__all__ = ["CheckpointWriteError", "SqliteCheckpointer", "open_checkpointer"]

@@ -1,4 +1,4 @@
-"""Per-thread isolation of offloaded files: one thread's evicted results and history stay its own.
+"""Isolation on the agent's backend: a thread sees its workspace and its own offloaded files, never the databases.
 
 Every thread of an agent shares one backend, and the agent's file tools (`ls`, `glob`,
 `grep`, `read_file`, ...) can reach anything on it. Evicted results and folded history
@@ -6,14 +6,25 @@ hold whatever the tools and the user said on that thread, so a thread must not l
 read another's. `ThreadIsolatedBackend` wraps a backend and, while a LangGraph step runs,
 refuses paths under `/large_tool_results/<other thread>` and `/conversation_history/<other
 thread>` and leaves them out of listings and searches. Outside a step (a notebook, the
-CLI, `Session.compact()`) there is no current thread and every path stays reachable:
-that is the operator, not an agent.
+CLI, `Session.compact()`) there is no current thread and those paths stay reachable:
+that is the operator, not an agent. deepagents' own summarization names its history files by a random
+session id (`/conversation_history/session_<id>.md`); a thread may open such a file by its name — which only the
+thread that wrote it holds — but never lists or searches them.
+
+The embedded default keeps `checkpoints.sqlite` and `trace.sqlite` beside the agent's
+files. Those are refused always, in and outside a run, and a search never opens them:
+SQLite's locks are per process, so a tool that merely opens and closes a database file
+inside the agent process drops that process's locks on it, and a second process on the
+same state dir can then checkpoint a WAL this one still writes to, corrupting the
+database. So a `grep` over a folder holding a database (or another thread's folders) is
+split into searches of what the thread may read, and the database is never opened.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from deepagents.backends.protocol import (
@@ -38,9 +49,30 @@ _Listing = TypeVar("_Listing", LsResult, GlobResult, GrepResult)
 PRIVATE_DIRS = (LARGE_RESULTS_DIR, HISTORY_DIR)
 """Top-level folders whose second component names the thread that owns what is below."""
 
+DATABASES = ("/checkpoints.sqlite", "/trace.sqlite")
+"""The embedded default's databases, as backend paths: refused unless others are given."""
+
+SQLITE_SIDECARS = ("", "-wal", "-shm", "-journal")
+"""A SQLite database is its file plus these: each is refused with it."""
+
+
+UNGUESSABLE = re.compile(r"/conversation_history/(session_[0-9a-f]{32}\.md|media/[0-9a-f]{16,64}\.\w{1,8})")
+"""deepagents' own history files: named by a random session id or a content hash, recorded in the thread that wrote
+them. They cannot be told apart by thread, so a thread may read or write one it names, but never lists or searches
+them: without the name, which only its own thread holds, they cannot be found."""
+
+
+def _unguessable(path: str) -> bool:
+    return UNGUESSABLE.fullmatch(normalized(path)) is not None
+
 
 def _current_thread() -> str | None:
     return step_context()[0]
+
+
+def normalized(path: str) -> str:
+    """`path` as an absolute backend path with `.`, `..` and repeated slashes resolved."""
+    return posixpath.normpath("/" + path.lstrip("/")).replace("//", "/")
 
 
 def owner_of(path: str) -> str | None:
@@ -57,9 +89,22 @@ def owner_of(path: str) -> str | None:
 class ThreadIsolatedBackend(BackendProtocol):
     """A backend that shows a running thread only its own offloaded files (see the module docstring)."""
 
-    def __init__(self, inner: BackendProtocol, *, current_thread: Callable[[], str | None] = _current_thread) -> None:
+    def __init__(
+        self,
+        inner: BackendProtocol,
+        *,
+        current_thread: Callable[[], str | None] = _current_thread,
+        reserved: Iterable[str] = DATABASES,
+    ) -> None:
+        """`reserved`: backend paths of databases (or other files) the agent must never open.
+
+        Each is refused with its SQLite sidecars (`-wal`, `-shm`, `-journal`).
+        """
         self.inner = inner
         self.current_thread = current_thread
+        self.reserved = frozenset(
+            normalized(path + suffix).casefold() for path in reserved for suffix in SQLITE_SIDECARS
+        )
 
     def __getattr__(self, name: str) -> Any:
         if name == "inner":  # not set yet (e.g. while unpickling)
@@ -75,10 +120,15 @@ class ThreadIsolatedBackend(BackendProtocol):
         thread = self.current_thread()
         return None if thread is None else safe_component(thread)
 
-    @staticmethod
-    def _refusal(path: str, own: str | None) -> str | None:
+    def _refusal(self, path: str, own: str | None, *, named: bool = True) -> str | None:
+        """Why `path` is refused (`None`: it is not). `named`: the caller names this exact file (not a listing)."""
+        if normalized(path).rstrip("/").casefold() in self.reserved:
+            return (
+                f"permission_denied: {path} is one of ctxwarden's own databases; the agent's file tools never open it "
+                "(read the thread with the /context report or the trace instead)"
+            )
         owner = owner_of(path) if own is not None else None
-        if owner is None or owner == own:
+        if owner is None or owner == own or (named and _unguessable(path)):
             return None
         return (
             f"permission_denied: {path} holds another thread's offloaded data; "
@@ -86,11 +136,49 @@ class ThreadIsolatedBackend(BackendProtocol):
         )
 
     def _only_own(self, result: _Listing, field: str, own: str | None) -> _Listing:
-        """`result` with the entries of `field` that belong to another thread left out."""
+        """`result` with the entries of `field` that are reserved or belong to another thread left out."""
         items = getattr(result, field)
-        if items is not None and own is not None:
-            setattr(result, field, [i for i in items if self._refusal(i.get("path") or "", own) is None])
+        if items is not None:
+            setattr(result, field, [i for i in items if self._refusal(i.get("path") or "", own, named=False) is None])
         return result
+
+    def _must_split(self, path: str, own: str | None) -> bool:
+        """Whether searching `path` whole would open a reserved file or another thread's files."""
+        base = normalized(path).rstrip("/").casefold()
+        prefix = base + "/"
+        if any(r.startswith(prefix) for r in self.reserved):
+            return True
+        if own is None:
+            return False
+        return any(base == f"/{d}" or f"/{d}".startswith(prefix) for d in PRIVATE_DIRS)
+
+    def _parts(self, listing: LsResult, own: str | None) -> tuple[list[str], list[str]]:
+        """A listed folder's entries a search may open: `(files and folders to search whole, folders to split)`."""
+        whole, split = [], []
+        for entry in listing.entries or []:
+            path = (entry.get("path") or "").rstrip("/")
+            if not path or self._refusal(path, own, named=False) is not None:
+                continue
+            if entry.get("is_dir") and self._must_split(path, own):
+                split.append(path)
+            else:
+                whole.append(path)
+        return whole, split
+
+    def _search_paths(self, path: str, own: str | None) -> list[str]:
+        """What to search instead of `path`, so that nothing refused is ever opened."""
+        if not self._must_split(path, own):
+            return [path]
+        whole, split = self._parts(self.inner.ls(path), own)
+        return whole + [p for folder in split for p in self._search_paths(folder, own)]
+
+    async def _asearch_paths(self, path: str, own: str | None) -> list[str]:
+        if not self._must_split(path, own):
+            return [path]
+        whole, split = self._parts(await self.inner.als(path), own)
+        for folder in split:
+            whole += await self._asearch_paths(folder, own)
+        return whole
 
     # --- listing and search -----------------------------------------------------
     def ls(self, path: str) -> LsResult:
@@ -123,7 +211,12 @@ class ThreadIsolatedBackend(BackendProtocol):
         own = self._own()
         if path is not None and (why := self._refusal(path, own)) is not None:
             return GrepResult(error=why)
-        return self._only_own(self.inner.grep(pattern, path, glob, max_count=max_count), "matches", own)
+        results: list[GrepResult] = []
+        for part in self._search_paths(path or "/", own):
+            results.append(self.inner.grep(pattern, part, glob, max_count=_left(max_count, results)))
+            if _left(max_count, results) == 0:
+                break
+        return self._only_own(_merged(results), "matches", own)
 
     async def agrep(
         self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
@@ -131,7 +224,12 @@ class ThreadIsolatedBackend(BackendProtocol):
         own = self._own()
         if path is not None and (why := self._refusal(path, own)) is not None:
             return GrepResult(error=why)
-        return self._only_own(await self.inner.agrep(pattern, path, glob, max_count=max_count), "matches", own)
+        results: list[GrepResult] = []
+        for part in await self._asearch_paths(path or "/", own):
+            results.append(await self.inner.agrep(pattern, part, glob, max_count=_left(max_count, results)))
+            if _left(max_count, results) == 0:
+                break
+        return self._only_own(_merged(results), "matches", own)
 
     # --- single files -----------------------------------------------------------
     def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
@@ -204,6 +302,27 @@ class ThreadIsolatedBackend(BackendProtocol):
         return _in_order(paths, refused, answered, lambda p, why: FileDownloadResponse(p, None, why))
 
 
+def _left(max_count: int | None, results: list[GrepResult]) -> int | None:
+    """How many more matches a split search may return."""
+    if max_count is None:
+        return None
+    return max(0, max_count - sum(len(r.matches or []) for r in results))
+
+
+def _merged(results: list[GrepResult]) -> GrepResult:
+    """The searches of a split `grep` as one result."""
+    if len(results) == 1:
+        return results[0]
+    errors = [r.error for r in results if r.error]
+    matches = [m for r in results for m in r.matches or []]
+    failed = all(r.matches is None for r in results) and bool(results)
+    return GrepResult(
+        error="; ".join(errors) or None,
+        matches=None if failed else matches,
+        truncated=any(r.truncated for r in results),
+    )
+
+
 def _in_order(
     paths: list[str], refused: list[str | None], answered: list[Any], refusal: Callable[..., Any]
 ) -> list[Any]:
@@ -212,4 +331,12 @@ def _in_order(
     return [refusal(p, why) if why else next(done) for p, why in zip(paths, refused, strict=True)]
 
 
-__all__ = ["PRIVATE_DIRS", "ThreadIsolatedBackend", "owner_of"]
+__all__ = [
+    "DATABASES",
+    "PRIVATE_DIRS",
+    "SQLITE_SIDECARS",
+    "UNGUESSABLE",
+    "ThreadIsolatedBackend",
+    "normalized",
+    "owner_of",
+]
