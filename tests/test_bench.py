@@ -18,6 +18,11 @@ REQUIRED = {
     "strategy",
     "window",
     "trajectories",
+    "recall",
+    "long_range_recall",
+    "references",
+    "probe_recall",
+    "probes",
     "calls",
     "overflows",
     "input_tokens",
@@ -36,7 +41,7 @@ REQUIRED = {
 def _session(tmp_path: Path, steps: int = 14) -> Path:
     messages: list[dict] = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix the bug."}]
     for i in range(steps):
-        command = f"python -m pytest tests/test_{i}.py && " + "echo x; " * 60
+        command = f"python -m pytest tests/test_{i}.py -k helper_{i - 1}_check && " + "echo x; " * 60
         messages.append(
             {
                 "role": "assistant",
@@ -52,6 +57,7 @@ def _session(tmp_path: Path, steps: int = 14) -> Path:
         )
         output = (
             "\n".join(f"tests/test_{i}.py::case_{n} PASSED" for n in range(120))
+            + f"\nFAILED tests/test_{i}.py::helper_{i}_check"
             + f"\n==== 1 failed, 119 passed in {i}.1s ===="
         )
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": output})
@@ -96,8 +102,13 @@ def test_one_run_writes_the_table_the_json_and_the_plot(tmp_path: Path, capsys: 
     assert results["ctxwarden"]["input_tokens"] < results["none"]["input_tokens"]
     assert "| ctxwarden | 8,000 |" in out_md.read_text()
     assert out_png.read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "p-recall.png").read_bytes()[:4] == b"\x89PNG"  # recall against cost, per window
     printed = capsys.readouterr()
     assert "| strategy | window |" in printed.out
+    assert "| strategy | window | reference recall |" in printed.out
+    for result in results.values():
+        assert 0.0 <= result["recall"] <= 1.0
+        assert result["references"] > 0  # the session's actions reuse details its outputs showed
 
 
 def test_unreadable_files_are_skipped_and_nothing_readable_exits_2(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ctxwarden.bench.harness import replay
 from ctxwarden.bench.metrics import RunFigures, figures, median, percentile
+from ctxwarden.bench.quality import recall_cost_plot, recall_markdown
 from ctxwarden.bench.recall import RecallCounts
 from ctxwarden.bench.strategies import STRATEGIES
 from ctxwarden.core.meter import TokenMeter
@@ -183,7 +184,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
     parser.add_argument("--markdown", type=Path, help="write the tables to this markdown file")
-    parser.add_argument("--plot", type=Path, help="PNG of input tokens per call, one trajectory, every strategy")
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        help="PNG of input tokens per call (one trajectory, every strategy); beside it, <name>-recall.png: "
+        "reference recall against cost, one panel per window",
+    )
     parser.add_argument("--no-overhead", action="store_true", help="skip the per-call overhead microbenchmark")
     args = parser.parse_args(argv)
     console = Console(stderr=True)
@@ -201,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     aggregates, per_run = run_all(recordings, strategies, windows, console)
     results = [a.as_dict() for a in aggregates]
-    tables = markdown(results)
+    tables = markdown(results) + "\nWhat the agent keeps, against what it costs:\n\n" + recall_markdown(results)
     overhead = None
     if not args.no_overhead:
         from ctxwarden.bench.overhead import run as run_overhead
@@ -217,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plot:
         longest = max(recordings, key=lambda r: len(r.steps))
         plot(per_run, longest.source, windows[0], args.plot)
+        recall_cost_plot(results, args.plot.with_name(f"{args.plot.stem}-recall{args.plot.suffix}"))
     return 0
 
 

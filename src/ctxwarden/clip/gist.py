@@ -48,9 +48,6 @@ DEFINITION = re.compile(r"^\s*(?:\d+[:\s-]+)?\s*(?:async\s+)?(?:def|class|functi
 MAX_LINE_CHARS = 1_000
 """Longer lines are never quoted (they cost more than the detail they carry is worth)."""
 
-MIN_VALUE_PER_TOKEN = float(__import__("os").environ.get("GIST_MIN", "0"))
-"""A line worth less than this per token is not quoted, even when the budget allows (it would cost every call)."""
-
 
 @dataclass(frozen=True, slots=True)
 class Gist:
@@ -109,7 +106,7 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
     while candidates and left > 0:
         _stale, index = heapq.heappop(candidates)
         fresh = _value(tokens_of[index], bonus[index], covered) / cost[index]
-        if fresh <= MIN_VALUE_PER_TOKEN:
+        if fresh <= 0:
             continue
         if candidates and fresh < -candidates[0][0] - 1e-9:  # its tokens were covered since: requeue
             heapq.heappush(candidates, (-fresh, index))
@@ -139,10 +136,18 @@ def render(lines: Sequence[str], chosen: Sequence[int]) -> str:
 
 
 def _weight(token: str, seen_before: int) -> float:
-    """What a token is worth: new details most, paths and long identifiers more than bare numbers."""
+    """What a token is worth: a new name most; a path less (agents reuse the few they keep seeing); a bare number
+    least (sizes, counts and times are rarely written again). A token seen once before is worth less."""
     if seen_before >= 2:
         return 0.0
-    base = 2.0 if "/" in token else 1.0 if token[0].isdigit() else 1.5 if ("_" in token or len(token) >= 10) else 1.2
+    if token[0].isdigit():
+        base = 0.6
+    elif "/" in token:
+        base = 0.8
+    elif "_" in token or len(token) >= 10 or any(c.isupper() for c in token[1:]):
+        base = 1.0
+    else:
+        base = 1.4
     return base if seen_before == 0 else base * 0.4
 
 

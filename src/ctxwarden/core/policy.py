@@ -118,16 +118,15 @@ class ContextPolicy:
         """The cost-first preset, for those who pay per token more than they need recall.
 
         Results and large arguments older than the newest `mask_after_turns` turns are masked at
-        any fill with small gists (at most 100 tokens, a tenth of the result), clearing runs from 35%
-        down to 20%, and folding from 60% keeps 5% verbatim with a facts section of at most 5%.
+        any fill, leaving only the pointer (no gist); clearing runs from 35% down to 20%, and folding
+        from 70% keeps 5% verbatim with a facts section of at most 5% of the window.
         """
         preset: dict[str, Any] = {
             "clear_at": 0.35,
             "clear_to": 0.20,
-            "summarize_at": 0.60,
+            "summarize_at": 0.70,
             "fold_keep_share": 0.05,
-            "gist_max_tokens": 100,
-            "gist_share": 0.10,
+            "gist_max_tokens": 0,
             "fold_facts_share": 0.05,
         }
         return cls(mask_after_turns=mask_after_turns, **(preset | changes))
