@@ -115,12 +115,12 @@ def test_the_readme_figures_are_what_the_readme_command_prints(tmp_path: Path) -
     readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
     at_32k = re.search(
         r"What the command above prints: (\d+) model calls, none over the window; (\w+) log is evicted to a file at "
-        r"arrival and (\w+) clearing batches keep the peak at (\d+)% of the window, while (\d+)% of the original "
-        r"output stays reachable",
+        r"arrival, (\w+) clearing batches and (\w+) folds? keep the peak at (\d+)% of the window, while (\d+)% of "
+        r"the original output stays reachable",
         readme,
     )
     at_16k = re.search(
-        r"At `--window 16000` the session also folds (\w+), with (\w+) evictions and (\w+) clearing batches, "
+        r"At `--window 16000` the session folds (\w+)(?: times)?, with (\w+) evictions and (\w+) clearing batches, "
         r"and still no call exceeds the window",
         readme,
     )
@@ -128,11 +128,12 @@ def test_the_readme_figures_are_what_the_readme_command_prints(tmp_path: Path) -
     assert at_16k is not None
     default = json.loads(_run("demo", "--json", "--state-dir", "a", cwd=tmp_path).stdout)
     assert default["counter"].startswith("tiktoken")  # the offline tokenizer comes with the base install
-    calls, evicted, clears, peak, reachable = at_32k.groups()
+    calls, evicted, clears, folds_32k, peak, reachable = at_32k.groups()
     assert default["calls"] == int(calls)
     assert default["overflows"] == 0
     assert default["evictions"] == _number(evicted)
     assert default["clears"] == _number(clears)
+    assert default["folds"] == _number(folds_32k)
     assert round(default["peak_fraction"] * 100) == int(peak)
     assert round(default["recoverable_fraction"] * 100) == int(reachable)
     small = json.loads(_run("demo", "--json", "--window", "16000", "--state-dir", "b", cwd=tmp_path).stdout)
