@@ -30,7 +30,8 @@ def model_view(
 ) -> list[BaseMessage]:
     """`messages` as the next call would show them (before any new batch or fold it may add)."""
     values = values or {}
-    return current_view(folded_view(messages, Folds.from_state(values)), values.get(CLIP_STATE_KEY), policy, meter)
+    folded = folded_view(messages, Folds.from_state(values))
+    return current_view(folded, values.get(CLIP_STATE_KEY), policy, meter, thread=messages)
 
 
 def last_call_view(

@@ -218,7 +218,7 @@ def _input(
 ) -> FoldInput:
     messages = list(values["messages"])
     folds = Folds.from_state(values)
-    view = current_view(folded_view(messages, folds), values.get(CLIP_STATE_KEY), policy, meter)
+    view = current_view(folded_view(messages, folds), values.get(CLIP_STATE_KEY), policy, meter, thread=messages)
     found = last_stamped(messages)
     stamp = found[1] if found else {}
     window = policy.window or stamp.get("window")
