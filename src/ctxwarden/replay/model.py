@@ -22,15 +22,15 @@ what `_generate` returns, so a subclass that overrides `_generate` streams the s
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.utils import count_tokens_approximately
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -38,13 +38,13 @@ from pydantic import ConfigDict, PrivateAttr
 
 from ctxwarden.errors import ReplayMismatchError
 from ctxwarden.replay.recording import Recording
-from ctxwarden.replay.streaming import astream_reply, stream_reply
+from ctxwarden.replay.streaming import StreamedReplies
 
 CLOSING_TEXT = "The recorded session ends here."
 TURN_END_TEXT = "The recorded turn ends here; the recording continues with the user's next message."
 
 
-class ReplayChatModel(BaseChatModel):
+class ReplayChatModel(StreamedReplies, BaseChatModel):
     """Re-emits the assistant turns of a `Recording`, in order, one per call."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -116,25 +116,6 @@ class ReplayChatModel(BaseChatModel):
             message.usage_metadata = None
         message.response_metadata = {**message.response_metadata, "model_name": self.model_name}
         return ChatResult(generations=[ChatGeneration(message=message)])
-
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
-        yield from stream_reply(self, messages, stop, run_manager, **kwargs)
-
-    async def _astream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[ChatGenerationChunk]:
-        async for chunk in astream_reply(self, messages, stop, run_manager, **kwargs):
-            yield chunk
 
     def _turn_starts(self) -> set[int]:
         """Indexes of the steps that begin the second and later turns."""

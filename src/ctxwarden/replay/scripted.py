@@ -13,26 +13,26 @@ scripted reply on it (the fold then falls back to its deterministic summary; the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import GenericFakeChatModel, LanguageModelInput
 from langchain_core.language_models.model_profile import ModelProfile
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from pydantic import PrivateAttr
 
 from ctxwarden.errors import ReplayMismatchError
-from ctxwarden.replay.streaming import astream_reply, stream_reply
+from ctxwarden.replay.streaming import StreamedReplies
 
 AGENT_CALL = "ctxwarden_agent_call"
 """The keyword `bind_tools` binds, so the model can tell its agent's calls from anyone else's."""
 
 
-class ScriptedChatModel(GenericFakeChatModel):
+class ScriptedChatModel(StreamedReplies, GenericFakeChatModel):
     """Answers each call with the next scripted message; usable as a deep agent's model."""
 
     _bound: bool = PrivateAttr(default=False)
@@ -64,25 +64,6 @@ class ScriptedChatModel(GenericFakeChatModel):
             )
         kwargs.pop(AGENT_CALL, None)
         return super()._generate(messages, stop, run_manager, **kwargs)
-
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
-        yield from stream_reply(self, messages, stop, run_manager, **kwargs)
-
-    async def _astream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[ChatGenerationChunk]:
-        async for chunk in astream_reply(self, messages, stop, run_manager, **kwargs):
-            yield chunk
 
 
 def scripted_model(

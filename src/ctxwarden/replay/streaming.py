@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -100,4 +100,27 @@ async def astream_reply(
         yield ChatGenerationChunk(message=chunk)
 
 
-__all__ = ["astream_reply", "chunks_of", "reply_of", "stream_reply"]
+class StreamedReplies:
+    """Mixin for a fake chat model: `stream`/`astream` cut the reply of `_generate` into chunks, as providers do."""
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        yield from stream_reply(cast(BaseChatModel, self), messages, stop, run_manager, **kwargs)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        async for chunk in astream_reply(cast(BaseChatModel, self), messages, stop, run_manager, **kwargs):
+            yield chunk
+
+
+__all__ = ["StreamedReplies", "astream_reply", "chunks_of", "reply_of", "stream_reply"]
