@@ -138,3 +138,23 @@ def test_keep_tool_results_keeps_every_result_when_there_are_fewer() -> None:
         for message in view:
             if isinstance(message, ToolMessage):
                 assert not str(message.content).startswith("[cleared"), message.content[:80]
+
+
+def test_clearing_takes_a_result_whose_details_are_shown_again_before_an_older_one() -> None:
+    def turn(call_id: str, command: str, output: str, text: str = "") -> list[Any]:
+        call = AIMessage(text, tool_calls=[{"name": "bash", "args": {"command": command}, "id": call_id}])
+        return [call, ToolMessage(output + "\n" + "filler line\n" * 80, tool_call_id=call_id, name="bash")]
+
+    messages: list[Any] = [
+        HumanMessage("go"),
+        *turn("old", "ls", "only_here_detail_alpha"),
+        *turn("echoed", "cat notes", "repeated_detail_beta"),
+        *turn("n1", "pwd", "x"),
+        *turn("n2", "whoami", "y", text="repeated_detail_beta is what matters"),
+        *turn("n3", "date", "z"),
+        *turn("n4", "uptime", "w"),
+    ]
+    layer = ClearLayer(ContextPolicy(), METER)
+    layer._sync_ledger(messages)
+    order = [call_id for kind, call_id, _saving in layer._candidates(messages, Boundary(), NO_MASK) if kind == "result"]
+    assert order.index("echoed") < order.index("old")  # its one detail is still in view later: it goes first

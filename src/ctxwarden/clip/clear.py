@@ -245,7 +245,7 @@ class ClearLayer:
                     self._replace(message, ("result",))
                 )
                 if saving > 0:
-                    found.append((0 if call_id in stale else 1, position, "result", call_id, saving))
+                    found.append((self._rank(message, call_id in stale), position, "result", call_id, saving))
             elif policy.clip_tool_args and isinstance(message, AIMessage) and message.tool_calls:
                 if id(message) in keep_callers:
                     continue
@@ -257,9 +257,17 @@ class ClearLayer:
                     if size >= policy.clip_args_min_tokens:
                         clipped_calls = args_placeholder(message, {call_id}).tool_calls
                         clipped_args = next(c["args"] for c in clipped_calls if str(c.get("id")) == call_id)
-                        found.append((1, position, "args", call_id, size - self.meter.counter(_json(clipped_args))))
+                        found.append((2, position, "args", call_id, size - self.meter.counter(_json(clipped_args))))
         found.sort(key=lambda item: (item[0], item[1]))
         return [(kind, call_id, saving) for _rank, _pos, kind, call_id, saving in found]
+
+    def _rank(self, message: ToolMessage, stale: bool) -> int:
+        """0: superseded by a later call; 1: every new detail it showed appears again later; 2: the rest."""
+        if stale:
+            return 0
+        ledger = self._ledger
+        position = ledger.position(message) if ledger is not None else None
+        return 1 if position is not None and ledger is not None and ledger.shown_again(message, position) else 2
 
     def _masked(self, messages: Sequence[BaseMessage]) -> Mask:
         """Cost-first: results and large arguments of calls made before the newest `mask_after_turns` turns.

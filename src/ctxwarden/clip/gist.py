@@ -206,6 +206,14 @@ class TokenLedger:
         index = self._places.get(id(message))
         return index if index is not None and self._messages[index] is message else None
 
+    def shown_again(self, message: BaseMessage, position: int) -> bool:
+        """Whether every distinctive token `message` was first to show also appears in a later message."""
+        for token in set(TOKEN.findall(message_text(message))):
+            places = self._positions.get(token, ())
+            if places and places[0] == position and not any(p > position for p in places):
+                return False
+        return True
+
     def seen_before(self, position: int) -> Seen:
         """How many messages before `position` showed a token."""
 
