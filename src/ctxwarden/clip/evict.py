@@ -99,7 +99,7 @@ class Evictor:
         call_id = message.tool_call_id or str(request.tool_call.get("id") or "no-id")
         path = result_path(thread, namespace, call_id)
         tool = message.name or request.tool_call.get("name") or "tool"
-        readable = _SURROGATES.sub("\ufffd", text)
+        readable = text if exact else _SURROGATES.sub("\ufffd", text)
         if tokens <= threshold:  # small, but a checkpoint cannot store its undecodable bytes exactly
             shown_text = readable
             marker = (
@@ -155,23 +155,25 @@ class Evictor:
         self, request: ToolCallRequest, result: ToolMessage | Command[Any]
     ) -> tuple[Any, list[PendingEvent]]:
         events: list[PendingEvent] = []
-        planned_all: dict[int, tuple[str, bytes, ToolMessage, dict]] = {}
-        for message in _results(result):
+        settled: dict[int, tuple[ToolMessage, dict, str | None]] = {}
+        for message in _results(result):  # one at a time: only one output's bytes are held at once
             planned = self.plan(request, message)
-            if planned is not None:
-                planned_all[id(message)] = planned
-        errors: dict[int, str | None] = {}
-        for key, (path, data, _replaced, _event) in planned_all.items():
+            if planned is None:
+                continue
+            path, data, replaced, event = planned
+            del planned
             try:
-                errors[key] = _upload_error(await self.backend.aupload_files([(path, data)]))
+                error = _upload_error(await self.backend.aupload_files([(path, data)]))
             except Exception as exc:  # a backend that raises instead of reporting
-                errors[key] = f"{type(exc).__name__}: {exc}"
+                error = f"{type(exc).__name__}: {exc}"
+            del data
+            settled[id(message)] = (replaced, event, error)
 
         def one(message: ToolMessage) -> ToolMessage:
-            if id(message) not in planned_all:
+            if id(message) not in settled:
                 return message
-            _path, _data, replaced, event = planned_all[id(message)]
-            return self._settle(message, replaced, event, errors[id(message)], events)
+            replaced, event, error = settled[id(message)]
+            return self._settle(message, replaced, event, error, events)
 
         return _map_results(result, one), events
 
