@@ -32,7 +32,9 @@ from ctxwarden.core.policy import ContextPolicy
 
 ADMIT_STAMP_KEY = "admit_tokens"
 SECTION_CACHE = 32
-"""Section texts whose token counts are kept (each at most its category's character cap)."""
+"""Section texts whose token counts are kept (each at most its category's character cap), and skill sets checked."""
+REPORTED_CAP = 1_000
+"""Distinct problems remembered as already traced."""
 
 
 class AdmitLayer:
@@ -59,9 +61,10 @@ class AdmitLayer:
             if instructions is not None
             else None
         )
-        self._reported: set[str] = set()
+        self._reported: BoundedDict[bool] = BoundedDict(REPORTED_CAP)
+        """Problems already traced (each is traced once; past the cap the oldest may be traced again)."""
         self.backend = backend
-        self._checked: dict[tuple[str, ...], list[str]] = {}
+        self._checked: BoundedDict[list[str]] = BoundedDict(SECTION_CACHE)
         self._skills: tuple[object, object, tuple[str, list[str]]] | None = None
         """The skills index rendered last: the state's skills list and errors it came from, and the result."""
         self._tokens: BoundedDict[int] = BoundedDict(SECTION_CACHE)
@@ -71,9 +74,11 @@ class AdmitLayer:
     def _unloaded(self, loaded: Sequence[Any]) -> list[str]:
         """Malformed skills, checked once per set of loaded skills (the loader only logs them)."""
         key = tuple(sorted(str(s.get("path")) for s in loaded))
-        if key not in self._checked:
-            self._checked[key] = unloaded_skills(self.backend, self.skills, loaded)
-        return self._checked[key]
+        problems = self._checked.get(key)
+        if problems is None:
+            problems = unloaded_skills(self.backend, self.skills, loaded)
+            self._checked.put(key, problems)
+        return problems
 
     def sections(self, state: Any) -> tuple[dict[str, str], list[str]]:
         """Each category's rendered section, and the problems met."""
@@ -122,8 +127,8 @@ class AdmitLayer:
         rendered, problems = self.sections(request.state)
         events: list[PendingEvent] = []
         for problem in problems:
-            if problem not in self._reported:
-                self._reported.add(problem)
+            if self._reported.get(problem) is None:
+                self._reported.put(problem, True)
                 events.append(("admit_problem", {"problem": problem}, None))
         present = {name: text for name, text in rendered.items() if text}
         if not present:
