@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any, cast
 
@@ -139,8 +140,13 @@ def test_each_call_counts_only_what_is_new(case: str, tmp_path: Path, counted: l
     carried = {t for m in before if COUNT_KEY in m.response_metadata for t in _texts(m) if len(t) >= 40}
     assert len(carried) > 50  # the seeded session and the settle run carry their counts
     assert not carried & set(resumed_calls[0]), "a cold start tokenized carried messages again"
+    thread = {t for m in values["messages"] for t in _texts(m) if len(t) >= 8}  # short names and "" are everywhere
     for call, reply in zip(resumed_calls[1:], replies[1:], strict=True):
-        assert set(call) <= _texts(reply), f"counted beyond the new reply: {[t[:60] for t in call]}"
+        old = (set(call) - _texts(reply)) & thread
+        assert not old, f"counted messages of the thread again: {[t[:60] for t in old]}"
+    # what a call builds from older messages (placeholders, a summary) is counted once, then reused
+    again = Counter(t for call in resumed_calls for t in call if len(t) >= 8)
+    assert [t[:60] for t, n in again.items() if n > 1] == [], "a text was counted twice in one run"
 
 
 def test_a_thread_without_carried_counts_is_recounted_to_the_same_figure(tmp_path: Path) -> None:
