@@ -1,17 +1,33 @@
-"""Per-call overhead of each context manager's model-call hook on long histories.
+"""Per-call overhead of context management, state by state, against the stock middlewares.
 
-Each middleware's `wrap_model_call` runs on a request whose history grows by one
-message per call, with a handler that returns at once, so only the middleware's own
-work is timed: ctxwarden's full stack (admit, folded view, clearing, folding checks,
-stamping), deepagents' summarization and langchain's context editing. The window is
-set far above the history so no strategy folds or summarizes: this is the price every
-call pays just for being managed.
+    python -m ctxwarden.bench.overhead [--sizes 100000,200000,1000000] [--steps 25]
+        [--cases roomy,clearing,...] [--no-memory] [--json out.json] [--markdown out.md]
+
+Two benchmarks:
+
+- **By state** (`bench.resumed`): a real deep agent resumes a long thread and takes
+  `--steps` tool-calling steps, in each state ctxwarden's per-call path can be in, and
+  with stock deepagents summarization and langchain context editing in the same slot.
+  Per size and case: the hook's own time (first call of the resumed run apart, then
+  median and 95th percentile; wall and CPU) and the whole model step's overhead.
+- **Memory** (`bench.footprint`, each in a fresh process): resident memory after the first
+  and the hundredth evicted 2 MB output, and the peak while one 50 MiB output is evicted.
+
+`time_per_call` and `run` are the older microbenchmark the replay benchmark prints: each
+hook alone on a request growing by one message, with a model that answers at once.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import platform
 import statistics
+import sys
 import time
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
 from typing import Any, cast
 
 from deepagents.backends import StateBackend
@@ -21,12 +37,32 @@ from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
+from ctxwarden.bench.footprint import measure_in_subprocess
 from ctxwarden.bench.meter import synthetic_history
+from ctxwarden.bench.resumed import CTXWARDEN_CASES, STOCK_CASES, run_all
+from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.replay.scripted import scripted_model
 from ctxwarden.stack.build import context_middleware
 
 SIZES = (100_000, 1_000_000)
+"""History sizes of the older microbenchmark."""
+
+STATE_SIZES = (100_000, 200_000, 1_000_000)
+"""History sizes of the benchmark by state."""
+
+CASE_LABELS = {
+    "roomy": "ctxwarden, roomy (window 5x the history)",
+    "clearing": "ctxwarden, clearing engaged, boundary reused",
+    "deferred": "ctxwarden, clearing batch deferred as too small",
+    "cost-first": "ctxwarden, cost-first preset (masking)",
+    "folded": "ctxwarden, folded view",
+    "admit": "ctxwarden, skills + memory + instruction sections",
+    "switch": "ctxwarden, model switch on every call",
+    "uncarried": "ctxwarden, roomy, thread without carried counts",
+    "deepagents": "stock deepagents summarization (roomy)",
+    "context-editing": "stock langchain context editing (defaults)",
+}
 
 
 def _middlewares(window: int) -> dict[str, Any]:
@@ -39,7 +75,7 @@ def _middlewares(window: int) -> dict[str, Any]:
 
 
 def time_per_call(tokens: int, messages: int = 2_000, calls: int = 12) -> dict[str, float]:
-    """Median milliseconds per call for each middleware at a `tokens`-token history."""
+    """Median milliseconds per call of each middleware's hook alone at a `tokens`-token history (roomy window)."""
     window = tokens * 4
     history: list[Any] = list(synthetic_history(tokens, messages))
     model = scripted_model([], window=window)
@@ -68,7 +104,92 @@ def time_per_call(tokens: int, messages: int = 2_000, calls: int = 12) -> dict[s
 
 
 def run() -> dict[int, dict[str, float]]:
+    """The older microbenchmark at each of `SIZES`."""
     return {tokens: time_per_call(tokens) for tokens in SIZES}
 
 
-__all__ = ["SIZES", "run", "time_per_call"]
+# --- the report ---------------------------------------------------------------------------
+def machine() -> str:
+    """The machine and software the figures come from."""
+    import deepagents
+    import langchain
+    import langgraph.version
+
+    return (
+        f"{platform.system()} {platform.machine()}, {_cores()} cores, Python {platform.python_version()}, "
+        f"deepagents {deepagents.__version__}, langchain {langchain.__version__}, "
+        f"langgraph {langgraph.version.__version__}, counter {TokenMeter().counter_name}"
+    )
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def markdown(rows: Sequence[dict[str, Any]], memory: dict[str, Any] | None) -> str:
+    """The by-state table (one per history size) and the memory figures, as markdown."""
+    out: list[str] = []
+    for tokens in sorted({int(r["tokens"]) for r in rows}):
+        out.append(f"\n**{tokens:,}-token history**\n")
+        out.append(
+            "| case | hook first call | hook median | hook p95 | hook CPU median | step median | step p95 |\n"
+            "|---|---:|---:|---:|---:|---:|---:|"
+        )
+        for r in (r for r in rows if r["tokens"] == tokens):
+            out.append(
+                f"| {CASE_LABELS.get(r['case'], r['case'])} | {_ms(r['hook_first_ms'])} | {_ms(r['hook_median_ms'])} "
+                f"| {_ms(r['hook_p95_ms'])} | {_ms(r['hook_cpu_median_ms'])} | {_ms(r['step_median_ms'])} "
+                f"| {_ms(r['step_p95_ms'])} |"
+            )
+    if memory:
+        growth, peak = memory["growth"], memory["peak"]
+        out.append(
+            f"\nMemory: resident {growth['after_first_mib']} MiB after the first evicted "
+            f"{growth['output_bytes'] / 1e6:g} MB output, {growth['after_last_mib']} MiB after the "
+            f"{growth['outputs']}th (+{growth['growth_mib']} MiB). One {peak['output_mib']} MiB output evicted in "
+            f"{peak['seconds']} s with a peak {peak['peak_above_start_mib']} MiB above the level before it existed "
+            f"({peak['peak_ratio']}x its size)."
+        )
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ctxwarden.bench.overhead", description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(str(s) for s in STATE_SIZES), help="history sizes in tokens")
+    parser.add_argument("--steps", type=int, default=25, help="tool-calling steps of each resumed run")
+    parser.add_argument("--cases", default=",".join(CTXWARDEN_CASES + STOCK_CASES), help="cases to run")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory benchmark")
+    parser.add_argument("--json", type=Path, help="write every figure here")
+    parser.add_argument("--markdown", type=Path, help="write the tables here")
+    args = parser.parse_args(argv)
+    sizes = tuple(int(s) for s in args.sizes.split(","))
+    cases = tuple(c for c in args.cases.split(",") if c)
+    unknown = sorted(set(cases) - set(CASE_LABELS))
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASE_LABELS)}")
+    print(f"{machine()}; {date.today().isoformat()}\n", flush=True)
+    rows = run_all(sizes, args.steps, cases, log=lambda line: print(line, flush=True))
+    memory = None
+    if not args.no_memory:
+        memory = {"growth": measure_in_subprocess("growth"), "peak": measure_in_subprocess("peak")}
+    table = markdown(rows, memory)
+    print(table)
+    if args.json:
+        payload = {"machine": machine(), "date": date.today().isoformat(), "rows": rows, "memory": memory}
+        args.json.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    if args.markdown:
+        args.markdown.write_text(table, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["CASE_LABELS", "SIZES", "STATE_SIZES", "machine", "main", "markdown", "run", "time_per_call"]

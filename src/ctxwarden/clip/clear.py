@@ -85,6 +85,7 @@ class ClearLayer:
     _replacements: dict[tuple[int, tuple[str, ...]], tuple[BaseMessage, BaseMessage]] = field(default_factory=dict)
     _ledgers: OrderedDict[str, TokenLedger] = field(default_factory=OrderedDict)
     _ledger: TokenLedger | None = None
+    _line_tokens: dict[str, int] = field(default_factory=dict)
 
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         messages = request.messages
@@ -198,7 +199,7 @@ class ClearLayer:
         ledger = self._ledger
         position = ledger.position(message) if ledger is not None else None
         seen = ledger.seen_before(position) if ledger is not None and position is not None else never_seen
-        return gist(text_of(message), budget, self.meter.counter, seen)
+        return gist(text_of(message), budget, self._count_line, seen)
 
     # --- growing the boundary ------------------------------------------------------
     def _extend(
@@ -249,17 +250,28 @@ class ClearLayer:
             elif policy.clip_tool_args and isinstance(message, AIMessage) and message.tool_calls:
                 if id(message) in keep_callers:
                     continue
+                sizes = self.meter.call_args_tokens(message)
                 for call in message.tool_calls:
                     call_id = str(call.get("id"))
                     if call_id in clipped or call.get("name") in policy.clear_exclude_tools:
                         continue
-                    size = self.meter.counter(_json(call.get("args", {})))
+                    size = sizes[call_id]
                     if size >= policy.clip_args_min_tokens:
-                        clipped_calls = args_placeholder(message, {call_id}).tool_calls
-                        clipped_args = next(c["args"] for c in clipped_calls if str(c.get("id")) == call_id)
-                        found.append((2, position, "args", call_id, size - self.meter.counter(_json(clipped_args))))
+                        placeholder = self._replace(message, ("args", call_id))
+                        assert isinstance(placeholder, AIMessage)
+                        left = self.meter.call_args_tokens(placeholder)[call_id]
+                        found.append((2, position, "args", call_id, size - left))
         found.sort(key=lambda item: (item[0], item[1]))
         return [(kind, call_id, saving) for _rank, _pos, kind, call_id, saving in found]
+
+    def _count_line(self, line: str) -> int:
+        """Tokens of one output line, each distinct line counted once (outputs repeat lines)."""
+        tokens = self._line_tokens.get(line)
+        if tokens is None:
+            if len(self._line_tokens) >= 100_000:
+                self._line_tokens.clear()
+            tokens = self._line_tokens[line] = self.meter.counter(line)
+        return tokens
 
     def _rank(self, message: ToolMessage, stale: bool) -> int:
         """0: superseded by a later call; 1: every new detail it showed appears again later; 2: the rest."""
@@ -281,12 +293,19 @@ class ClearLayer:
         callers = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
         boundary = max(0, (len(callers) - keep) // keep * keep)
         excluded = self.policy.clear_exclude_tools
-        calls = [c for m in callers[:boundary] for c in m.tool_calls if c.get("name") not in excluded]
         large = self.policy.clip_args_min_tokens
-        return Mask(
-            frozenset(str(c["id"]) for c in calls),
-            frozenset(str(c["id"]) for c in calls if self.meter.counter(_json(c.get("args", {}))) >= large),
-        )
+        results: set[str] = set()
+        args: set[str] = set()
+        for message in callers[:boundary]:
+            sizes = self.meter.call_args_tokens(message)
+            for call in message.tool_calls:
+                if call.get("name") in excluded:
+                    continue
+                call_id = str(call["id"])
+                results.add(call_id)
+                if sizes[call_id] >= large:
+                    args.add(call_id)
+        return Mask(frozenset(results), frozenset(args))
 
 
 def last_view(

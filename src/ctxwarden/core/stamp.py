@@ -1,8 +1,16 @@
-"""The per-call record stamped on each AI message, and how to read it back.
+"""The per-call record stamped on each AI message, the token count each message carries, and how to read them.
 
 Every model call's budget is written into the reply's `response_metadata["ctxwarden"]`,
 so the checkpointed thread itself says, call by call, which model and window were used
 and what was sent. The report, the plot and the demo read it from there.
+
+Each reply and each tool result that passes through the stack also carries its own
+token count (`response_metadata["ctxwarden_count"]`): a process that loads the thread
+from the checkpoint — a new server worker, a restart, the next run of the thread — reads
+the counts instead of tokenizing a million-token history again. A carried count names
+the counter that made it and a cheap signature of the content (lengths only), so a count
+is reused only by a meter that counts alike, and never for a message whose content was
+replaced (a placeholder copied from it, another middleware's edit): those are recounted.
 """
 
 from __future__ import annotations
@@ -57,4 +65,75 @@ def is_evicted(message: BaseMessage) -> bool:
     return isinstance(message.content, str) and message.content.startswith(STOCK_EVICTION_PREFIX)
 
 
-__all__ = ["METADATA_KEY", "RECENT", "STOCK_EVICTION_PREFIX", "is_evicted", "last_stamped", "stamp_of", "stamps"]
+COUNT_KEY = "ctxwarden_count"
+"""Key under which a message's `response_metadata` carries its own token count."""
+
+
+def content_signature(message: BaseMessage) -> list[int]:
+    """A cheap fingerprint of what a message's count depends on: lengths, never the text itself.
+
+    The content's length (and its text blocks' total length), the name's length, and per
+    tool call its id's and name's lengths, how many arguments it has and their keys' and
+    top-level values' total length. Computing it reads no text, so it costs the same for a
+    short reply and a 2 MB tool result.
+    """
+    content = message.content
+    if isinstance(content, str):
+        signature = [len(content)]
+    else:
+        texts = 0
+        for block in content:
+            if isinstance(block, str):
+                texts += len(block)
+            elif isinstance(block, dict):
+                texts += len(str(block.get("text") or "")) + len(block)
+        signature = [-1 - len(content), texts]
+    signature.append(len(message.name or ""))
+    for call in getattr(message, "tool_calls", None) or ():
+        args = call.get("args")
+        signature.append(len(str(call.get("id"))) + len(str(call.get("name"))))
+        if isinstance(args, dict):
+            signature.append(len(args))
+            signature.append(sum(len(str(key)) + _shallow_size(value) for key, value in args.items()))
+        else:
+            signature.extend((-1, _shallow_size(args)))
+    return signature
+
+
+def _shallow_size(value: Any) -> int:
+    if isinstance(value, str | list | tuple | dict):
+        return len(value)
+    return len(repr(value))
+
+
+def count_record(tokens: int, counter: str, message: BaseMessage, args: Sequence[int] | None = None) -> dict[str, Any]:
+    """The carried-count record for `message`: `tokens` counted by `counter`, and its tool calls' argument tokens."""
+    record: dict[str, Any] = {"tokens": tokens, "by": counter, "sig": content_signature(message)}
+    if args is not None:
+        record["args"] = list(args)
+    return record
+
+
+def carried(message: BaseMessage, counter: str) -> dict[str, Any] | None:
+    """The count `message` carries, when `counter` made it and the content is the one counted."""
+    record = message.response_metadata.get(COUNT_KEY)
+    if not isinstance(record, dict) or record.get("by") != counter or not isinstance(record.get("tokens"), int):
+        return None
+    if record.get("sig") != content_signature(message):
+        return None
+    return record
+
+
+__all__ = [
+    "COUNT_KEY",
+    "METADATA_KEY",
+    "RECENT",
+    "STOCK_EVICTION_PREFIX",
+    "carried",
+    "content_signature",
+    "count_record",
+    "is_evicted",
+    "last_stamped",
+    "stamp_of",
+    "stamps",
+]

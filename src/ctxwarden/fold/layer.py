@@ -7,18 +7,42 @@ agent asked for it with `compact_conversation`, or when a provider refused the c
 as too long (a forced fold keeps only the last step). After an unproductive fold it
 holds off until the thread has grown (`fold_regrow_share`), unless the call would
 not fit at all.
+
+Both run on every call, so neither re-reads what did not change: the fold records are
+parsed once per state object, and the folded view finds the fold's last message where
+it was on the previous call (one id comparison) instead of searching the thread for it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain.agents.middleware.types import ModelRequest
+from langchain_core.messages import BaseMessage
 
 from ctxwarden.core.layers import CallBudget, LayerEdit
 from ctxwarden.core.runtime import step_context
 from ctxwarden.fold.engine import Folder, FoldInput
-from ctxwarden.fold.state import Folds, folded_view
+from ctxwarden.fold.state import FOLD_STATE_KEY, Folds, summary_message
+
+
+class ParsedFolds:
+    """`Folds.from_state`, parsed once per private-state object (the state keeps it until a fold changes it)."""
+
+    __slots__ = ("_folds", "_raw")
+
+    def __init__(self) -> None:
+        self._raw: object = None
+        self._folds = Folds()
+
+    def __call__(self, state: Any) -> Folds:
+        raw = state.get(FOLD_STATE_KEY) if isinstance(state, Mapping) else None
+        if raw is None:
+            return Folds()
+        if raw is not self._raw:
+            self._folds, self._raw = Folds.from_state(state), raw
+        return self._folds
 
 
 class FoldedView:
@@ -26,14 +50,31 @@ class FoldedView:
 
     name = "folded"
 
+    def __init__(self) -> None:
+        self._folds = ParsedFolds()
+        self._at: tuple[str, int] | None = None
+        """Where the last fold's message was found on the previous call: its id and index."""
+
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
-        folds = Folds.from_state(request.state)
-        if folds.last is None:
+        last = self._folds(request.state).last
+        if last is None:
             return None
-        view = folded_view(request.messages, folds)
-        if len(view) == len(request.messages) and all(a is b for a, b in zip(view, request.messages, strict=True)):
+        messages = request.messages
+        index = self._index(messages, last.upto)
+        if index is None:  # the folded message is gone (an edited thread): show everything rather than guess
             return None
-        return LayerEdit(request.override(messages=view))  # type: ignore[arg-type]
+        view = [summary_message(last), *messages[index + 1 :]]
+        return LayerEdit(request.override(messages=view))
+
+    def _index(self, messages: Sequence[BaseMessage], upto: str) -> int | None:
+        at = self._at
+        if at is not None and at[0] == upto and at[1] < len(messages) and messages[at[1]].id == upto:
+            return at[1]
+        for index in range(len(messages) - 1, -1, -1):
+            if messages[index].id == upto:
+                self._at = (upto, index)
+                return index
+        return None
 
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         return self.shape(request, budget)
@@ -46,9 +87,10 @@ class FoldLayer:
 
     def __init__(self, folder: Folder) -> None:
         self.folder = folder
+        self._folds = ParsedFolds()
 
     def _input(self, request: ModelRequest[Any], budget: CallBudget) -> FoldInput | None:
-        folds = Folds.from_state(request.state)
+        folds = self._folds(request.state)
         requested = folds.requested
         if not (budget.force or requested):
             if budget.used <= budget.fold_at:
@@ -92,4 +134,4 @@ def _edit(request: ModelRequest[Any], outcome: Any) -> LayerEdit | None:
     return LayerEdit(request.override(messages=outcome.view), state=outcome.state, events=outcome.events)
 
 
-__all__ = ["FoldLayer", "FoldedView"]
+__all__ = ["FoldLayer", "FoldedView", "ParsedFolds"]

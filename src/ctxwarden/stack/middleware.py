@@ -14,11 +14,14 @@ subagent, whose events carry its checkpoint namespace.
 After the call, the AI message is stamped with what was measured
 (`response_metadata["ctxwarden"]`), so the checkpointed thread itself records the
 window, the count and the gauge of every call, and the meter calibrates against the
-provider's reported input tokens.
+provider's reported input tokens. The reply, and every tool result on its way into
+the thread, also carries its own token count (`core.stamp`), so the process that next
+loads the thread reads the counts instead of tokenizing the history again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -209,7 +212,8 @@ class ContextWindowMiddleware(AgentMiddleware):
                 "reported_input_tokens": reported or None,
             }
         )
-        return message.model_copy(update={"response_metadata": {**message.response_metadata, METADATA_KEY: record}})
+        stamped = message.model_copy(update={"response_metadata": {**message.response_metadata, METADATA_KEY: record}})
+        return cast(AIMessage, self.meter.carry(stamped))
 
     def _usage_event(self, message: AIMessage, budget: CallBudget) -> PendingEvent:
         usage = message.usage_metadata
@@ -247,7 +251,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         tool_event = _tool_event(request, result, started, None)
         evicted, evictions = self.evictor.evict(request, result)
         self.recorder.record_all([tool_event, *evictions])
-        return cast("ToolMessage | Command[Any]", evicted)
+        return self._carry(evicted)
 
     async def awrap_tool_call(
         self,
@@ -263,7 +267,17 @@ class ContextWindowMiddleware(AgentMiddleware):
         tool_event = _tool_event(request, result, started, None)
         evicted, evictions = await self.evictor.aevict(request, result)
         await self.recorder.arecord_all([tool_event, *evictions])
-        return cast("ToolMessage | Command[Any]", evicted)
+        return self._carry(evicted)
+
+    def _carry(self, result: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
+        """The tool's result with each tool message carrying its token count into the thread."""
+        if isinstance(result, ToolMessage):
+            return cast(ToolMessage, self.meter.carry(result))
+        update = result.update if isinstance(result, Command) else None
+        if not isinstance(update, dict) or not update.get("messages"):
+            return result
+        messages = [self.meter.carry(m) if isinstance(m, ToolMessage) else m for m in update["messages"]]
+        return dataclasses.replace(result, update={**update, "messages": messages})
 
 
 class _Shaped:

