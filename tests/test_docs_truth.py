@@ -35,6 +35,7 @@ NOT_OURS = {
     "PostgresSaver",
     "PostgresStore",
     "setup",
+    "create_deep_agent",
 }
 """Names the docs call that belong to Python, rich, langchain, LangGraph or deepagents."""
 AGENT_TOOLS = {"read_file", "recall", "compact_conversation"}
@@ -44,6 +45,7 @@ INSTANCES = {
     "policy": ctxwarden.ContextPolicy,
     "report": ctxwarden.ContextReport,
     "backend": ctxwarden.ThreadIsolatedStoreBackend,
+    "meter": ctxwarden.TokenMeter,
     "agent": CompiledStateGraph,
 }
 """Lower-case receivers the docs use for an instance of a ctxwarden class."""

@@ -38,7 +38,8 @@ SUMMARY = re.compile(
 TRACEBACK_START = re.compile(r"^\s*Traceback \(most recent call last\):|^panic: |^Exception in thread ")
 ERROR = re.compile(
     r"^E\s{2,}|\b(Error|Exception|FATAL|fatal|error|Failure|FAILURE|failed|FAILED|panic)\b[:\s]"
-    r"|^\S+?:\d+(:\d+)?:\s*(error|warning|fatal)\b",
+    r"|^\S+?:\d+(:\d+)?:\s*(error|warning|fatal)\b"
+    r"|^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b",
 )
 FAILING_TEST = re.compile(r"^(FAILED|ERROR)\s+\S+|::\S+\s+(FAILED|ERROR)\b|^(FAIL|ERROR): \w+")
 GREP_LINE = re.compile(r"^(?P<path>[^\s:][^:\n]{0,300}?):(?P<line>\d+)[:-]")
@@ -47,6 +48,9 @@ DEFINITION = re.compile(r"^\s*(?:\d+[:\s-]+)?\s*(?:async\s+)?(?:def|class|functi
 
 MAX_LINE_CHARS = 1_000
 """Longer lines are never quoted (they cost more than the detail they carry is worth)."""
+
+MAX_CANDIDATES = 2_000
+"""Lines weighed for a gist at most: those most valuable at first sight (a gist quotes a few dozen)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +81,10 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
     """Indexes of the lines to keep, in order: greedy on value per token, each token counted once."""
     if budget_tokens <= 0 or not lines:
         return []
-    candidates: list[tuple[float, int]] = []
-    tokens_of: dict[int, list[tuple[str, float]]] = {}
-    bonus: dict[int, float] = {}
-    cost: dict[int, int] = {}
+    # a bounded pool of the lines most valuable at first sight: memory stays small for a huge output
+    pool: list[tuple[float, int, list[tuple[str, float]], float, int]] = []
     weight_cache: dict[str, float] = {}
+    spread = _spread(lines)
     last = len(lines) - 1
     for index, line in enumerate(lines):
         stripped = line.strip()
@@ -91,14 +94,26 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
         for token in set(TOKEN.findall(line)):
             weight = weight_cache.get(token)
             if weight is None:
+                if len(weight_cache) >= MAX_CANDIDATES * 8:
+                    weight_cache.clear()
                 weight = weight_cache[token] = _weight(token, seen(token))
             if weight > 0:
                 found.append((token, weight))
         extra = _signal(line) + (0.75 if index < 2 or index > last - 2 else 0.0)
         if not found and extra <= 0:
             continue
-        tokens_of[index], bonus[index], cost[index] = found, extra, counter(line) + 1
-        candidates.append((-_value(found, extra, set()) / cost[index], index))
+        line_cost = counter(line) + 1
+        first_sight = extra + sum(weight / spread.get(token, 1) for token, weight in found)
+        entry = (first_sight / line_cost, index, found, extra, line_cost)
+        if len(pool) < MAX_CANDIDATES:
+            heapq.heappush(pool, entry)
+        elif entry[0] > pool[0][0]:
+            heapq.heapreplace(pool, entry)
+    tokens_of = {entry[1]: entry[2] for entry in pool}
+    bonus = {entry[1]: entry[3] for entry in pool}
+    cost = {entry[1]: entry[4] for entry in pool}
+    candidates = [(-entry[0], entry[1]) for entry in pool]
+    del pool
     heapq.heapify(candidates)
     covered: set[str] = set()
     chosen: list[int] = []
@@ -117,6 +132,20 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
         left -= cost[index]
         covered.update(token for token, _weight in tokens_of[index])
     return sorted(chosen)
+
+
+def _spread(lines: Sequence[str], cap: int = 20_000) -> dict[str, int]:
+    """In how many lines each token appears (a token on every line is one detail, not thousands); bounded."""
+    spread: dict[str, int] = {}
+    for line in lines:
+        if len(line) > MAX_LINE_CHARS:
+            continue
+        for token in set(TOKEN.findall(line)):
+            if token in spread:
+                spread[token] += 1
+            elif len(spread) < cap:
+                spread[token] = 1
+    return spread
 
 
 def render(lines: Sequence[str], chosen: Sequence[int]) -> str:
