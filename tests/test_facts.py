@@ -64,13 +64,23 @@ def test_facts_mark_a_failure_fixed_when_the_same_command_passes_later() -> None
     assert TASK in text
 
 
-def test_facts_are_capped_oldest_first_and_keep_the_latest_user_message() -> None:
-    facts = Facts(users=["old request " * 50, TASK], used=[f"line {i} with detail_{i}" for i in range(100)])
-    text = render(facts, max_chars=600)
-    assert TASK in text
-    assert "line 99 with detail_99" in text
-    assert "line 0 with detail_0" not in text
-    assert "old request" not in text
+def test_facts_are_capped_by_worth_and_keep_the_latest_user_message() -> None:
+    facts = Facts(
+        users=["old request " * 50, TASK],
+        files=["/src/a.py", "/src/b.py"],
+        failures=[f"pytest -q\n{ERROR}"],
+        used=[f"line {i} with detail_{i}" for i in range(100)],
+    )
+    text = render(facts, max_chars=400)
+    assert TASK in text  # the latest user message never goes
+    assert "/src/a.py" in text  # paths are small and always kept
+    assert "/src/b.py" in text
+    assert ERROR in text  # the latest failure too
+    assert "old request" not in text  # older user messages go before files
+    assert "line 0 with detail_0" not in text  # the lines the agent used go first, oldest first
+    roomy = render(facts, max_chars=100_000)
+    assert "line 0 with detail_0" in roomy
+    assert "old request" in roomy
 
 
 def test_the_facts_section_survives_two_folds(tmp_path: Path) -> None:

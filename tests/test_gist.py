@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from ctxwarden import ContextPolicy, TokenMeter, context_middleware
 from ctxwarden.clip.clear import NO_MASK, Boundary, ClearLayer, superseded
 from ctxwarden.clip.gist import TokenLedger, gist
-from ctxwarden.clip.placeholders import result_placeholder
+from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.clip.preview import preview
 from ctxwarden.replay import scripted_model
 from views import Views
@@ -158,3 +158,12 @@ def test_clearing_takes_a_result_whose_details_are_shown_again_before_an_older_o
     layer._sync_ledger(messages)
     order = [call_id for kind, call_id, _saving in layer._candidates(messages, Boundary(), NO_MASK) if kind == "result"]
     assert order.index("echoed") < order.index("old")  # its one detail is still in view later: it goes first
+
+
+def test_a_clipped_argument_keeps_its_first_line_and_the_recall_pointer() -> None:
+    script = "cat <<'EOF' > /testbed/reproduce_issue.py\n" + "print('checking')\n" * 60 + "EOF"
+    call = AIMessage("", tool_calls=[{"name": "bash", "args": {"command": script}, "id": "w1"}])
+    clipped = args_placeholder(call, {"w1"}).tool_calls[0]["args"]["command"]
+    assert clipped.splitlines()[1] == "cat <<'EOF' > /testbed/reproduce_issue.py"  # the path it wrote stays in view
+    assert 'recall(call_id="w1", part="args")' in clipped
+    assert "print('checking')" not in clipped

@@ -23,6 +23,9 @@ RECALL_REFERENCE = re.compile(r'recall\(call_id="(?P<id>[^"]+)"(?:, part="(?P<pa
 ARG_VALUE_MIN_CHARS = 200
 """Argument values at least this long (as JSON) are replaced inside a clipped call."""
 
+FIRST_LINE_MAX_CHARS = 160
+"""A clipped text argument keeps its first line, verbatim, when it is no longer than this."""
+
 
 def result_placeholder(message: ToolMessage, tokens: int, excerpt: Gist | None = None) -> ToolMessage:
     """`message` with its content replaced by a pointer back to it, and the excerpt's verbatim lines after it."""
@@ -81,13 +84,26 @@ def _clip_args(call_id: str, args: dict[str, Any]) -> dict[str, Any]:
     for key, value in args.items():
         size = len(json.dumps(value, ensure_ascii=False, default=str))
         if size >= ARG_VALUE_MIN_CHARS:
-            clipped[key] = f"[clipped {size:,} chars: {note}]"
+            head = _first_line(value)
+            clipped[key] = (
+                f"[clipped {size:,} chars: {note}; its first line:]\n{head}"
+                if head
+                else f"[clipped {size:,} chars: {note}]"
+            )
         else:
             clipped[key] = value
     if clipped == args:  # many small values: clip the call's arguments as a whole
         size = len(json.dumps(args, ensure_ascii=False, default=str))
         return {"ctxwarden_clipped": f"[clipped {size:,} chars of arguments: {note}]"}
     return clipped
+
+
+def _first_line(value: Any) -> str | None:
+    """The first line of a long text argument, whole, when it is short: a command's head names what it writes."""
+    if not isinstance(value, str):
+        return None
+    line = next((line for line in value.splitlines() if line.strip()), "")
+    return line if 0 < len(line) <= FIRST_LINE_MAX_CHARS else None
 
 
 def is_cleared(message: Any) -> bool:

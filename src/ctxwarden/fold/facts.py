@@ -189,21 +189,20 @@ def _add(items: list[str], item: str) -> None:
 
 
 def render(facts: Facts, max_chars: int) -> str:
-    """The section; past `max_chars` the oldest entries go first, the latest user message never."""
-    kinds = [list(kind) for kind in facts.kinds()]
+    """The section within `max_chars`: past it the lines the agent used go first, then older failures, then older
+    user messages, each oldest first. The latest user message, the paths written and the latest failure always stay:
+    they are what a fold must never lose, and paths are small."""
+    users, files, failures, used = (list(kind) for kind in facts.kinds())
 
     def size() -> int:
-        return sum(len(item) + 1 for kind in kinds for item in kind)
+        return sum(len(item) + 1 for kind in (users, files, failures, used) for item in kind)
 
-    while size() > max_chars:
-        droppable = [kind for kind in kinds[1:] if kind]
-        if len(kinds[0]) > 1:
-            droppable.append(kinds[0])
-        if not droppable:
-            break
-        max(droppable, key=lambda kind: sum(len(item) for item in kind)).pop(0)
+    order = [(used, 0), (failures, 1), (users, 1)]
+    for kind, keep in order:
+        while size() > max_chars and len(kind) > keep:
+            kind.pop(0)
     out = [FACTS_HEADING]
-    for title, items in zip(_SUBSECTIONS, kinds, strict=True):
+    for title, items in zip(_SUBSECTIONS, (users, files, failures, used), strict=True):
         if items:
             out.append(f"### {title}")
             out.extend(items)
