@@ -54,12 +54,14 @@ def recall_cost_plot(results: Sequence[dict[str, Any]], path: Path) -> None:
     fig = figure(figsize=(4.2 * len(windows), 4.2), dpi=110)
     for index, window in enumerate(windows, start=1):
         ax = fig.add_subplot(1, len(windows), index)
+        points: dict[tuple[float, float], list[str]] = {}
         for r in (r for r in results if r["window"] == window):
             cost = relative[(r["strategy"], window)]
-            if cost is None:
-                continue
-            ax.scatter([cost], [r["recall"]], s=40, label=r["strategy"])
-            ax.annotate(r["strategy"], (cost, r["recall"]), textcoords="offset points", xytext=(5, 4), fontsize=7)
+            if cost is not None:  # strategies on the same point share one label
+                points.setdefault((round(cost, 3), round(r["recall"], 3)), []).append(r["strategy"])
+        for (cost, recall), names in points.items():
+            ax.scatter([cost], [recall], s=40)
+            ax.annotate(", ".join(names), (cost, recall), textcoords="offset points", xytext=(5, 4), fontsize=7)
         ax.set_title(f"{window:,}-token window", fontsize=10)
         ax.set_xlabel(f"cache cost vs {BASELINE}")
         ax.set_ylabel("reference recall")
