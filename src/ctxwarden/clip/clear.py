@@ -85,6 +85,7 @@ class ClearLayer:
     _replacements: dict[tuple[int, tuple[str, ...]], tuple[BaseMessage, BaseMessage]] = field(default_factory=dict)
     _ledgers: OrderedDict[str, TokenLedger] = field(default_factory=OrderedDict)
     _ledger: TokenLedger | None = None
+    _thread: Sequence[BaseMessage] | None = None
     _line_tokens: dict[str, int] = field(default_factory=dict)
 
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
@@ -93,7 +94,7 @@ class ClearLayer:
         masked = self._masked(messages)
         untouched = not (boundary.results or boundary.args or masked.results or masked.args)
         state_messages = request.state.get("messages") if isinstance(request.state, dict) else None
-        self._sync_ledger(state_messages or messages)
+        self._thread, self._ledger = state_messages or messages, None  # indexed only if a gist is made
         view = list(messages) if untouched else self.view(messages, boundary, masked)
         fixed = budget.measurement.system + budget.measurement.tools
         factor = budget.measurement.factor
@@ -136,6 +137,16 @@ class ClearLayer:
         return self.shape(request, budget)
 
     # --- the view ---------------------------------------------------------------
+    def _current_ledger(self) -> TokenLedger | None:
+        """The ledger of the thread being shaped, brought up to date on first use in a call.
+
+        Only a new gist or a clearing order needs it, so a call that makes neither (a roomy
+        thread, a boundary whose placeholders are cached) never reads the thread's text.
+        """
+        if self._ledger is None and self._thread is not None:
+            self._sync_ledger(self._thread)
+        return self._ledger
+
     def _sync_ledger(self, thread: Sequence[BaseMessage]) -> TokenLedger:
         """The token ledger of this thread, brought up to date with its new messages."""
         thread_id, namespace, _run = step_context()
@@ -161,7 +172,7 @@ class ClearLayer:
         depends on what the thread showed before the result, so it must be measured on the thread.
         """
         if thread is not None:
-            self._sync_ledger(thread)
+            self._thread, self._ledger = thread, None
         results = set(boundary.results) | masked.results
         args = set(boundary.args) | masked.args
         out: list[BaseMessage] = []
@@ -196,7 +207,7 @@ class ClearLayer:
         budget = min(self.policy.gist_max_tokens, int(tokens * self.policy.gist_share))
         if budget <= 0:
             return None
-        ledger = self._ledger
+        ledger = self._current_ledger()
         position = ledger.position(message) if ledger is not None else None
         seen = ledger.seen_before(position) if ledger is not None and position is not None else never_seen
         return gist(text_of(message), budget, self._count_line, seen)
@@ -277,7 +288,7 @@ class ClearLayer:
         """0: superseded by a later call; 1: every new detail it showed appears again later; 2: the rest."""
         if stale:
             return 0
-        ledger = self._ledger
+        ledger = self._current_ledger()
         position = ledger.position(message) if ledger is not None else None
         return 1 if position is not None and ledger is not None and ledger.shown_again(message, position) else 2
 
