@@ -18,7 +18,6 @@ name the model gives.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -26,11 +25,11 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxwarden.clip.evict import decode, text_of
+from ctxwarden.clip.evict import RECALL_TOOL, decode, text_of
 from ctxwarden.clip.names import LARGE_RESULTS_DIR, safe_component
 from ctxwarden.clip.placeholders import is_cleared
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.core.text import content_text
+from ctxwarden.core.text import content_text, value_text
 
 PAGE_TOKENS = 2_000
 """Most tokens one page of search results takes."""
@@ -86,8 +85,8 @@ def lines_of(text: str | None) -> frozenset[str] | None:
 
 
 def _args_text(args: Any) -> str:
-    """A call's arguments as `recall(call_id=..., part="args")` shows them, so line numbers agree."""
-    return json.dumps(args or {}, ensure_ascii=False, indent=1, default=str)
+    """A call's arguments as lines a person reads: `name: value`, a multi-line value (a script) on its own lines."""
+    return "\n".join(f"{name}: {value_text(value)}" for name, value in (args or {}).items())
 
 
 def _is_view(message: BaseMessage) -> bool:
@@ -123,6 +122,8 @@ def message_sources(
             turn += 1
         if _is_view(message) or (message.id is not None and message.id in skip):
             continue
+        if isinstance(message, ToolMessage) and message.name == RECALL_TOOL:
+            continue  # recall's own answers repeat what it found
         seen = shown.get(message.id) if shown is not None and message.id else None
         one = Source("", "", thread=thread, message_id=message.id)
         if isinstance(message, ToolMessage):
@@ -151,6 +152,8 @@ def message_sources(
             for call in message.tool_calls:
                 call_id = str(call.get("id"))
                 turns[call_id] = turn
+                if call.get("name") == RECALL_TOOL:
+                    continue
                 args = _args_text(call.get("args"))
                 visible = shown_calls.get(call_id)
                 visible_args = _args_text(visible.get("args")) if visible is not None else None
@@ -198,11 +201,15 @@ def _result_status(message: ToolMessage, seen: BaseMessage | None, known: bool, 
 
 
 def own_files(backend: Any, thread: str | None, covered: Iterable[str]) -> list[str]:
-    """The running thread's offloaded files the messages do not name: history files, a subagent's evictions."""
+    """A thread's offloaded files that its messages do not hold: a subagent's evictions and history files.
+
+    The thread's own history file is left out: it holds the folded turns, which the thread
+    itself still holds (a fold changes only the view), and the messages tell more about a hit.
+    """
     if backend is None or thread is None:
         return []
     name = safe_component(thread)
-    paths = [f"/{HISTORY_DIR}/{name}.md"]
+    paths: list[str] = []
     for folder in (f"/{HISTORY_DIR}/{name}", f"/{LARGE_RESULTS_DIR}/{name}"):
         paths += _listed(backend, folder, depth=3)
     named = set(covered)
@@ -326,21 +333,16 @@ def render(hits: Sequence[Hit], cut: bool, query: str, regex: bool, page: int, c
         used += tokens
     page = max(1, page)
     visible = sum(h.visible for h in hits)
-    total = f"{len(hits):,}{'+' if cut else ''}"
-    head = f"[ctxwarden: {total} matching lines for {kind} {query!r}, {visible:,} of them in your view now"
+    one = len(hits) == 1 and not cut
+    count = f"{len(hits):,}{'+' if cut else ''} {'line matches' if one else 'lines match'}"
+    head = f"[ctxwarden: {count} {kind} {query!r}; {visible:,} in your view now"
     if page > len(pages):
-        return f"{head}; there are {len(pages)} page(s), so page {page} is empty.]"
-    more = (
-        f" recall(query={query!r}{', regex=True' if regex else ''}, page={page + 1}) for more."
-        if page < len(pages)
-        else ""
-    )
-    narrower = " More lines match than are counted: narrow the query." if cut else ""
-    tail = (
-        f"[ctxwarden: page {page} of {len(pages)}.{more}{narrower} recall(call_id=...) returns a whole result "
-        '(part="args": the arguments); read_file reads a file at a line.]'
-    )
-    return "\n".join([f"{head}; page {page} of {len(pages)}:]", *pages[page - 1], tail])
+        return f"{head}. There {'is' if len(pages) == 1 else 'are'} {len(pages)} page(s): page {page} is empty.]"
+    regex_arg = ", regex=True" if regex else ""
+    more = f"recall(query={query!r}{regex_arg}, page={page + 1}) for the next page. " if page < len(pages) else ""
+    narrower = "More lines match than are counted: narrow the query. " if cut else ""
+    tail = f'[ctxwarden: {more}{narrower}recall(call_id=...) returns a whole result (part="args": its arguments).]'
+    return "\n".join([f"{head}. Page {page} of {len(pages)}:]", *pages[page - 1], tail])
 
 
 __all__ = [

@@ -11,9 +11,11 @@ isolation, and only those whose path names one of the running thread's ancestors
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 
@@ -22,7 +24,10 @@ from ctxwarden.clip.search import Reader, Source, file_sources, message_sources,
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
+from ctxwarden.curate.fork import relocated
 from ctxwarden.curate.lineage import ancestors
+from ctxwarden.fold.history import HISTORY_DIR
+from ctxwarden.observe.thread import reader_graph
 from ctxwarden.stack.isolation import ThreadIsolatedBackend, owner_of
 from ctxwarden.view import model_view
 
@@ -39,8 +44,12 @@ class ThreadScope:
         messages = list(state.get("messages", []))
         view = model_view(messages, state, self.policy, self.meter)
         own = message_sources(messages, view, read)
-        files = file_sources(own_files(backend, step_context()[0], [s.path for s in own if s.path]), read)
         parents = ancestors(state, _thread_values)
+        thread = step_context()[0]
+        covered = [s.path for s in own if s.path]
+        if thread is not None:  # a fork's copies of its parents' history files: the parents are searched whole
+            covered += [relocated(f"/{HISTORY_DIR}/{safe_component(p)}.md", p, thread) for p, _values in parents]
+        files = file_sources(own_files(backend, thread, covered), read)
         if not parents:
             return [*own, *files]
         beneath = _beneath(backend, {safe_component(name) for name, _values in parents})
@@ -61,11 +70,10 @@ def _thread_values(thread: str) -> Mapping[str, Any] | None:
         return None
     if saver is None:
         return None
-    saved = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
-    if saved is None:
-        return None
-    values = saved.checkpoint.get("channel_values")
-    return values if isinstance(values, Mapping) else None
+    config: RunnableConfig = {"configurable": {"thread_id": thread}}
+    # read in a fresh context: nothing of the running step's config may leak into which checkpoint is read
+    state = contextvars.Context().run(reader_graph(saver).get_state, config)
+    return state.values if isinstance(state.values, Mapping) and state.values.get("messages") else None
 
 
 def _inner(backend: Any) -> Any:
