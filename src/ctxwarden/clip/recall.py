@@ -39,10 +39,9 @@ DEFAULT_LIMIT = 8_000
 MAX_LIMIT = 50_000
 
 DESCRIPTION = (
-    "Get back what left your context. recall(call_id=...) returns the original result of the call a placeholder "
-    "names (part='args': its arguments), paged by offset. recall(query=...) searches everything out of view in this "
-    "conversation (cleared, evicted and folded results, clipped arguments, earlier messages) for text, or a regular "
-    "expression with regex=True; page=2 for more."
+    "Get back what was cleared, evicted or folded from your context: recall(call_id=...) returns a call's original "
+    "result (part='args': its arguments; offset pages on); recall(query=...) searches all of it for text "
+    "(regex=True: a regular expression; page: more hits)."
 )
 
 Scope = Callable[[Mapping[str, Any]], Sequence[Source]]
