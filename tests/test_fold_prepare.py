@@ -17,6 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import PrivateAttr
 
 from ctxwarden import ContextPolicy, ThreadIsolatedBackend, context_middleware
+from ctxwarden.core.stream import STREAM_KEY
 from ctxwarden.fold import SECTIONS, Folds, compact
 from ctxwarden.fold.facts import Facts, gather
 from ctxwarden.fold.layer import FoldLayer
@@ -99,8 +100,14 @@ async def test_a_fold_applies_the_prepared_summary_without_waiting_for_the_summa
     agent, views, summarizer = _agent(tmp_path, [*_steps(16), AIMessage("done")], ContextPolicy())
     config = {"configurable": {"thread_id": "prepared"}}
     given = {"messages": [HumanMessage("Fix the parser. Never touch tests/legacy.")]}
-    out = agent.invoke(given, config) if run == "invoke" else await agent.ainvoke(given, config)
-    assert out["messages"][-1].content == "done"
+    if run == "invoke":
+        streamed = list(agent.stream(given, config, stream_mode="custom"))
+    else:
+        streamed = [chunk async for chunk in agent.astream(given, config, stream_mode="custom")]
+    assert agent.get_state(config).values["messages"][-1].content == "done"
+    start, end = (e for e in streamed if e.get(STREAM_KEY) in {"fold_start", "fold_end"} and e["fold"] == 1)
+    assert start["prepared"] is True
+    assert end["source"] == "prepared"  # what a client shows: the summary was ready when the fold fired
 
     (fold_call, *_more) = _fold_calls(agent, config)
     folds = [c for c in _events(tmp_path, "context_compaction") if c["ok"]]
