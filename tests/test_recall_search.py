@@ -58,7 +58,8 @@ def test_search_finds_what_was_cleared_evicted_clipped_and_folded(tmp_path: Path
         _call("recall", {"query": "parser.py"}, "r-cleared"),  # cleared by now, not yet folded
         _call("recall", {"query": "dialect_alpha"}, "r-gist"),  # a line the cleared result's gist kept
         *[_call("sh", {"command": f"step {i}"}, f"c{i}", THOUGHT) for i in range(4, 14)],
-        _call("recall", {"query": "dialect_alpha"}, "r-folded"),
+        _call("recall", {"query": "parser.py"}, "r-folded"),
+        _call("recall", {"query": "dialect_alpha"}, "r-quoted"),  # the fold's facts section quotes this error line
         _call("recall", {"query": "log line 250:"}, "r-evicted"),
         _call("recall", {"query": "ZEBRA-UMBRELLA"}, "r-user"),
         _call("recall", {"query": "CLIPPED_NEEDLE"}, "r-args"),
@@ -80,7 +81,10 @@ def test_search_finds_what_was_cleared_evicted_clipped_and_folded(tmp_path: Path
     assert cleared == '- call c-build (sh, turn 1) result, line 33 [cleared]: File "parser.py", line 12'
     # a line the placeholder still shows (its gist kept the error line) is marked, not repeated
     assert _hit(answers["r-gist"], "c-build") == "- call c-build (sh, turn 1) result, line 34: in your view now"
-    assert _hit(answers["r-folded"], "dialect_alpha").endswith("line 34 [folded]: KeyError: 'dialect_alpha'")
+    assert _hit(answers["r-folded"], "parser.py") == (
+        '- call c-build (sh, turn 1) result, line 33 [folded]: File "parser.py", line 12'
+    )
+    assert _hit(answers["r-quoted"], "c-build") == "- call c-build (sh, turn 1) result, line 34: in your view now"
     # an evicted result is searched whole, from its file (the line is not in the preview)
     preview = next(str(m.content) for m in out["messages"] if getattr(m, "tool_call_id", "") == "c-log")
     assert "[ctxwarden: evicted" in preview
@@ -89,9 +93,8 @@ def test_search_finds_what_was_cleared_evicted_clipped_and_folded(tmp_path: Path
         "- call c-log (sh, turn 2) result, line 251 [folded]: log line 250: all fine here"
     )
     # a folded user message, and a call's clipped arguments
-    assert _hit(answers["r-user"], "ZEBRA") == (
-        "- user message, turn 1, line 1 [folded]: Fix the build. Remember the word ZEBRA-UMBRELLA."
-    )
+    # the user's words are folded, and quoted verbatim by the fold's facts section: in view, not repeated
+    assert _hit(answers["r-user"], "user message") == "- user message, turn 1, line 1: in your view now"
     assert "- call c-write (sh, turn 3) args, line 2 [folded]: x = 1  # CLIPPED_NEEDLE" in answers["r-args"]
     # what the model still sees is marked, not repeated
     assert _hit(answers["r-visible"], "c13") == "- call c13 (sh, turn 19) result, line 1: in your view now"

@@ -112,6 +112,8 @@ def message_sources(
     `skip` are left out (a fork's seed holds its parent's messages under the same ids).
     """
     shown = {m.id: m for m in view if m.id} if view is not None else None
+    # a fold summary in view quotes lines of what it folded (its facts section): those lines are in view too
+    quoted = lines_of("\n".join(content_text(m.content) for m in view or () if _is_view(m))) or frozenset()
     paths = [p for m in messages if isinstance(m, ToolMessage) and (p := evicted_path(m)) is not None]
     files = read(paths) if paths else {}
     turns: dict[str, int] = {}
@@ -140,14 +142,14 @@ def message_sources(
                     tool=message.name,
                     turn=turns.get(message.tool_call_id),
                     path=path,
-                    shown=_shown(seen),
+                    shown=_shown(seen, quoted),
                 )
             )
         elif isinstance(message, AIMessage):
             text = content_text(message.content)
             if text.strip():
-                status = _status(seen, shown)
-                found.append(replace(one, text=text, what="assistant", status=status, turn=turn, shown=_shown(seen)))
+                status, lines = _status(seen, shown), _shown(seen, quoted)
+                found.append(replace(one, text=text, what="assistant", status=status, turn=turn, shown=lines))
             shown_calls = {str(c.get("id")): c for c in seen.tool_calls} if isinstance(seen, AIMessage) else {}
             for call in message.tool_calls:
                 call_id = str(call.get("id"))
@@ -167,20 +169,20 @@ def message_sources(
                         call_id=call_id,
                         tool=call.get("name"),
                         turn=turn,
-                        shown=lines_of(visible_args),
+                        shown=lines_of(visible_args) if visible_args is not None else _shown(seen, quoted),
                     )
                 )
         elif isinstance(message, HumanMessage):
             text = content_text(message.content)
-            found.append(
-                replace(one, text=text, what="user", status=_status(seen, shown), turn=turn + 1, shown=_shown(seen))
-            )
+            status, lines = _status(seen, shown), _shown(seen, quoted)
+            found.append(replace(one, text=text, what="user", status=status, turn=turn + 1, shown=lines))
     return found
 
 
-def _shown(seen: BaseMessage | None) -> frozenset[str] | None:
+def _shown(seen: BaseMessage | None, quoted: frozenset[str]) -> frozenset[str] | None:
+    """The lines of a message the model sees: its own in view, else those a fold summary quotes."""
     if seen is None:
-        return None
+        return quoted
     return lines_of(text_of(seen) if isinstance(seen, ToolMessage) else content_text(seen.content))
 
 
