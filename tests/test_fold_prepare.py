@@ -21,7 +21,7 @@ from ctxwarden.core.stream import STREAM_KEY
 from ctxwarden.fold import SECTIONS, Folds, compact
 from ctxwarden.fold.facts import Facts, gather
 from ctxwarden.fold.layer import FoldLayer
-from ctxwarden.fold.prepare import Preparer
+from ctxwarden.fold.prepare import EXTENSION_HEADING, Preparer
 from ctxwarden.observe import TraceStore
 from ctxwarden.replay import ScriptedChatModel, scripted_model
 from ctxwarden.stack.middleware import ContextWindowMiddleware
@@ -113,6 +113,8 @@ async def test_a_fold_applies_the_prepared_summary_without_waiting_for_the_summa
     folds = [c for c in _events(tmp_path, "context_compaction") if c["ok"]]
     assert folds[0]["prepared"] is True
     assert folds[0]["summarizer"] == "summarizer"
+    # the turns the thread gained while the summary was written go with it, summarized without a model
+    assert folds[0]["prepared_extended"] > 0
     # the summarizer was asked before the call that folded, and not again on it: no wait on the critical path
     started = [at for at, _prompt in summarizer._calls]
     assert started[0] < fold_call
@@ -124,6 +126,7 @@ async def test_a_fold_applies_the_prepared_summary_without_waiting_for_the_summa
     # the fold applied the prepared summary, with the facts of exactly the turns it folded
     view = views.views[fold_call]
     assert "from the summarizer, summary 1" in view[0].content
+    assert EXTENSION_HEADING in view[0].content
     record = Folds.from_state(agent.get_state(config).values).records[0]
     messages = agent.get_state(config).values["messages"]
     upto = next(i for i, m in enumerate(messages) if m.id == record.upto)

@@ -40,6 +40,7 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.stamp import stamp_of
 from ctxwarden.demo import default_trajectory
+from ctxwarden.observe.trace import TraceStore
 from ctxwarden.replay.driver import replay_into
 from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording, load_recording
@@ -89,6 +90,8 @@ class Measured:
     fold_ms: list[float]
     summarizer_calls: int
     error: str | None = None
+    waited_ms: list[float] | None = None
+    """ctxwarden only: per fold, how long it waited for a summary still being prepared (from the trace)."""
 
 
 def _agent(strategy: str, model: Any, tools: list[Any], folder: Path, summarizer: Any, recording: Recording) -> Any:
@@ -150,7 +153,18 @@ def measure(
         for i in _fold_calls(strategy, messages, summarizer)
         if i < min(len(timer.durations_ms), len(took))
     ]
-    return Measured(Path(recording.source).name, strategy, len(took), folds, len(summarizer.calls), error)
+    waited = _waits(folder / "trace.sqlite") if strategy != "deepagents" else None
+    return Measured(Path(recording.source).name, strategy, len(took), folds, len(summarizer.calls), error, waited)
+
+
+def _waits(trace: Path) -> list[float]:
+    """Per successful fold in the trace, how long it waited for its prepared summary (0 when it was not prepared)."""
+    store = TraceStore(trace)
+    try:
+        events = store.events(kind="context_compaction")
+        return [float(e.payload.get("prepare_wait_ms") or 0) for e in events if e.payload.get("ok")]
+    finally:
+        store.close()
 
 
 def summary(results: Sequence[Measured]) -> dict[str, dict[str, Any]]:
@@ -169,6 +183,7 @@ def summary(results: Sequence[Measured]) -> dict[str, dict[str, Any]]:
             "max_ms": round(folds[-1], 1) if folds else None,
             "within_target": round(within / len(folds), 3) if folds else None,
             "summarizer_calls": sum(r.summarizer_calls for r in mine),
+            "waited_for_summary": sum(ms >= 1 for r in mine for ms in r.waited_ms or ()),
             "errors": [r.error for r in mine if r.error],
         }
     return out
@@ -217,7 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 model_seconds=args.model_seconds,
                 summarizer_seconds=args.summarizer_seconds,
             )
-            print(f"{result.session} {strategy}: {len(result.fold_ms)} folds, {result.fold_ms}", file=sys.stderr)
+            waits = f", waited for the summary {result.waited_ms}" if result.waited_ms is not None else ""
+            print(f"{result.session} {strategy}: {len(result.fold_ms)} folds, {result.fold_ms}{waits}", file=sys.stderr)
             results.append(result)
     figures = summary(results)
     print(table(figures))

@@ -10,13 +10,15 @@ summarizer call on the critical path.
 
 A preparation is only a summary kept in memory, tied to exactly what it summarized: the
 fold before it and the id and content of every message it covers. It is applied only
-when all of that is still what the thread holds, and the cut it made is still a turn
-boundary that leaves the call under the fold threshold; otherwise it is discarded (and
-redone on the next call past the pre-fold point), never applied stale. The thread grows
-while it is prepared, so the fold it applies keeps more turns verbatim than a fold cut
-now would. A fold asked for with a focus, or forced by an overflow, summarizes on the
-spot, as before. Nothing is written until the fold fires, so a process that dies during
-a preparation loses nothing: the next process folds as if it had never started.
+when all of that is still what the thread holds; otherwise it is discarded (and redone on
+the next call past the pre-fold point), never applied stale. The thread grows while the
+summary is written, so the fold cuts where a fold made now would, and the turns between
+the prepared part and that cut are added to the summary by the deterministic summarizer
+(the facts section, recomputed, quotes them as it quotes the rest); the next fold's
+summarizer, given this summary, rewrites it whole. A fold asked for with a focus, or
+forced by an overflow, summarizes on the spot, as before. Nothing is written until the
+fold fires, so a process that dies during a preparation loses nothing: the next process
+folds as if it had never started.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctxwarden.core.layers import CallBudget, PendingEvent
 from ctxwarden.core.stream import emit
+from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.engine import DETERMINISTIC, Folder, FoldInput, FoldOutcome, FoldPlan, unstreamed
 from ctxwarden.fold.state import Folds, is_summary
 from ctxwarden.fold.summarize import Summary, deterministic_summary, model_summary
@@ -199,34 +202,71 @@ class Preparer:
         start(given, prepared=preparation is not None)
         if preparation is None or cut is None:
             return _with(events, self.folder.fold(given))
-        plan, waited = self.folder.plan_at(given, cut, prompt_wanted=False), time.monotonic()
-        summary = _summary(given, plan, _result(preparation.future))
-        if not self._fits(plan, given, summary):
+        waited = time.monotonic()
+        outcome = _result(preparation.future)  # written already, unless the fold came soon after the preparation
+        wait_ms = (time.monotonic() - waited) * 1000
+        settled = self._settle(given, preparation, cut, outcome)
+        if settled is None:
             return _with(events, self.folder.fold(given))
-        return _marked(self.folder.apply(plan, given, summary), events, waited)
+        plan, summary = settled
+        later = len(plan.folded) - len(preparation.folded)
+        return _marked(self.folder.apply(plan, given, summary), events, wait_ms, later)
 
     async def afold(self, given: FoldInput) -> FoldOutcome | None:
         preparation, cut, events = self._take(given)
         start(given, prepared=preparation is not None)
         if preparation is None or cut is None:
             return _with(events, await self.folder.afold(given))
-        plan, waited = self.folder.plan_at(given, cut, prompt_wanted=False), time.monotonic()
+        waited = time.monotonic()
         try:
             outcome: Summary | BaseException = await asyncio.wrap_future(preparation.future)
         except Exception as exc:  # handed to the fallback
             outcome = exc
-        summary = _summary(given, plan, outcome)
-        if not self._fits(plan, given, summary):
+        wait_ms = (time.monotonic() - waited) * 1000
+        settled = self._settle(given, preparation, cut, outcome)
+        if settled is None:
             return _with(events, await self.folder.afold(given))
-        return _marked(await self.folder.aapply(plan, given, summary), events, waited)
+        plan, summary = settled
+        later = len(plan.folded) - len(preparation.folded)
+        return _marked(await self.folder.aapply(plan, given, summary), events, wait_ms, later)
 
-    def _fits(self, plan: FoldPlan, given: FoldInput, summary: Summary) -> bool:
-        """Whether the prepared fold brings the call under the fold threshold (facts counted at their cap)."""
+    def _settle(
+        self, given: FoldInput, preparation: Preparation, cut: int, outcome: Summary | BaseException
+    ) -> tuple[FoldPlan, Summary] | None:
+        """The fold to apply: to the cut a fold would make now, the turns after the prepared ones added (`None`: it
+        would not bring the call under the fold threshold)."""
         meter, policy = self.folder.meter, self.folder.policy
+        now = choose_cut(given.view, meter, int(given.window * policy.fold_keep_share))
+        plan = self.folder.plan_at(given, max(cut, now or cut), prompt_wanted=False)
+        if isinstance(outcome, Summary):
+            summary = extended(outcome, plan.folded_raw[len(preparation.folded) :])
+        else:  # the summarizer failed: the deterministic summary, as a fold made now would fall back to
+            previous = given.folds.last.summary if given.folds.last else None
+            error = f"{type(outcome).__name__}: {outcome}"
+            summary = Summary(deterministic_summary(previous, plan.folded_raw), DETERMINISTIC, True, error)
         tail = meter.messages_tokens(given.view[plan.cut :])
-        facts = int(given.window * policy.fold_facts_share)
+        facts = int(given.window * policy.fold_facts_share)  # at its cap: the section is rendered by the fold
         after = round((given.fixed_tokens + tail + meter.counter(summary.text) + facts) * given.factor)
-        return after <= policy.fold_threshold(given.window)
+        return (plan, summary) if after <= policy.fold_threshold(given.window) else None
+
+
+EXTENSION_HEADING = "## Turns folded after the summary above was written"
+"""Heads what a prepared summary is extended with: the turns the thread gained while it was written."""
+
+
+def extended(summary: Summary, later: Sequence[BaseMessage]) -> Summary:
+    """`summary` followed by the deterministic summary of `later` (its sections that say something)."""
+    if not later:
+        return summary
+    sections: list[list[str]] = []
+    for line in deterministic_summary(None, later).splitlines():
+        if line.startswith("## "):
+            sections.append([f"#{line}"])
+        elif sections:
+            sections[-1].append(line)
+    said = ["\n".join(section) for section in sections if section[1:] != ["- (none recorded)"]]
+    text = "\n\n".join([summary.text, EXTENSION_HEADING, *said])
+    return Summary(text, summary.summarizer, summary.fallback, summary.error, summary.usage)
 
 
 def start(given: FoldInput, *, prepared: bool) -> None:
@@ -244,15 +284,6 @@ def start(given: FoldInput, *, prepared: bool) -> None:
     )
 
 
-def _summary(given: FoldInput, plan: FoldPlan, outcome: Summary | BaseException) -> Summary:
-    """The prepared summary, or the deterministic one when the summarizer failed (the run goes on)."""
-    if isinstance(outcome, Summary):
-        return outcome
-    previous = given.folds.last.summary if given.folds.last else None
-    error = f"{type(outcome).__name__}: {outcome}"
-    return Summary(deterministic_summary(previous, plan.folded_raw), DETERMINISTIC, True, error)
-
-
 def _result(future: Future[Summary]) -> Summary | BaseException:
     try:
         return future.result()
@@ -268,13 +299,13 @@ def _with(events: Sequence[PendingEvent], outcome: FoldOutcome | None) -> FoldOu
     return FoldOutcome(outcome.view, outcome.state, [*events, *outcome.events], outcome.record)
 
 
-def _marked(outcome: FoldOutcome, events: Sequence[PendingEvent], waited: float) -> FoldOutcome:
-    """`outcome` with its compaction event saying the summary was prepared, and how long the fold waited for it."""
-    wait_ms = round((time.monotonic() - waited) * 1000, 3)
+def _marked(outcome: FoldOutcome, events: Sequence[PendingEvent], wait_ms: float, later: int) -> FoldOutcome:
+    """`outcome` with its compaction event saying the summary was prepared, how long the fold waited for it (it was
+    still being written), and how many messages the thread gained meanwhile were folded with it."""
     marked: list[PendingEvent] = list(events)
     for kind, payload, model in outcome.events:
         if kind == "context_compaction" and payload.get("ok"):
-            payload = {**payload, "prepared": True, "prepare_wait_ms": wait_ms}
+            payload = {**payload, "prepared": True, "prepare_wait_ms": round(wait_ms, 3), "prepared_extended": later}
         marked.append((kind, payload, model))
     return FoldOutcome(outcome.view, outcome.state, marked, outcome.record)
 
