@@ -23,12 +23,12 @@ from collections.abc import Sequence
 from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware.types import AgentState, ModelRequest, PrivateStateAttr
-from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 
 from ctxwarden.core.gauge import GaugeLevel
 from ctxwarden.core.layers import CallBudget, LayerEdit
 from ctxwarden.core.policy import ContextPolicy
-from ctxwarden.core.stamp import RECENT, last_stamped
+from ctxwarden.core.stamp import RECENT, stamp_of
 
 NOTE_STAMP_KEY = "gauge_note"
 """Key of the note's text in the stamp of the call that carried it."""
@@ -49,10 +49,12 @@ RANK: dict[str, int] = {"ok": 0, "warn": 1, "critical": 2}
 
 
 def previous_level(messages: Sequence[BaseMessage]) -> str:
-    """The gauge of the thread's last measured call (`ok` when none was measured)."""
-    found = last_stamped(messages, limit=RECENT)
-    level = found[1].get("gauge") if found is not None else None
-    return level if isinstance(level, str) and level in RANK else "ok"
+    """The gauge of the previous call: the stamp on the thread's last reply (`ok` when it has none)."""
+    for index in range(len(messages) - 1, max(-1, len(messages) - 1 - RECENT), -1):
+        if isinstance(messages[index], AIMessage):  # the last reply: its stamp, or none (not measured)
+            level = (stamp_of(messages[index]) or {}).get("gauge")
+            return level if isinstance(level, str) and level in RANK else "ok"
+    return "ok"
 
 
 def rose(previous: str, level: GaugeLevel) -> bool:
