@@ -146,11 +146,12 @@ def test_without_preparing_the_summarizer_runs_on_the_call_that_folds(tmp_path: 
     assert all(not c.get("prepared") for c in _events(tmp_path, "context_compaction"))
 
 
-def _prepared_then_paused(tmp_path: Path) -> tuple[Any, Views, Summarizer, dict[str, Any]]:
+def _prepared_then_paused(
+    tmp_path: Path, then: list[AIMessage] | None = None
+) -> tuple[Any, Views, Summarizer, dict[str, Any]]:
     """A thread past the pre-fold point, its summary prepared, paused before the fold is due."""
-    agent, views, summarizer = _agent(
-        tmp_path, [*_steps(12), AIMessage("paused"), *_steps(14, start=12), AIMessage("done")], ContextPolicy()
-    )
+    rest = then if then is not None else [*_steps(14, start=12), AIMessage("done")]
+    agent, views, summarizer = _agent(tmp_path, [*_steps(12), AIMessage("paused"), *rest], ContextPolicy())
     config = {"configurable": {"thread_id": "stale"}}
     agent.invoke({"messages": [HumanMessage("Fix the parser.")]}, config)
     assert _fold_calls(agent, config) == []
@@ -189,6 +190,28 @@ def test_a_preparation_made_before_another_fold_is_never_applied(tmp_path: Path)
     assert "from the summarizer, summary 2" in records[1].summary  # prepared again after it
     assert not any("summary 1" in r.summary for r in records)
     assert any(e.get("discarded") for e in _events(tmp_path, "fold_prepare"))
+
+
+@pytest.mark.parametrize("focus", ["the lexer's dialect table", None])
+def test_a_compaction_asked_with_a_focus_is_summarized_with_it(tmp_path: Path, focus: str | None) -> None:
+    ask = AIMessage("", tool_calls=[{"name": "compact_conversation", "args": {"focus": focus}, "id": "k1"}])
+    agent, views, summarizer, config = _prepared_then_paused(tmp_path, [ask, AIMessage("done")])
+    agent.invoke({"messages": [HumanMessage("Compact, then go on.")]}, config)
+    (fold_call,) = _fold_calls(agent, config)
+    fold = next(c for c in _events(tmp_path, "context_compaction") if c["ok"])
+    assert fold["forced"] is True
+    if focus is not None:  # the prepared summary knew nothing of the focus: written again, with it, on the spot
+        assert [e.get("discarded") for e in _events(tmp_path, "fold_prepare")][
+            -1
+        ] == "this fold was asked for with a focus"
+        assert len(summarizer._calls) == 2
+        assert summarizer._calls[1][0] == fold_call
+        assert f"Focus especially on: {focus}" in summarizer._calls[1][1]
+        assert not fold.get("prepared")
+    else:  # without one, the prepared summary serves, extended to the last step
+        assert len(summarizer._calls) == 1
+        assert fold["prepared"] is True
+        assert "from the summarizer, summary 1" in views.views[fold_call][0].content
 
 
 @pytest.mark.parametrize("value", [-0.1, 0.85, 0.9, "0.1", True])

@@ -15,8 +15,9 @@ the next call past the pre-fold point), never applied stale. The thread grows wh
 summary is written, so the fold cuts where a fold made now would, and the turns between
 the prepared part and that cut are added to the summary by the deterministic summarizer
 (the facts section, recomputed, quotes them as it quotes the rest); the next fold's
-summarizer, given this summary, rewrites it whole. A fold asked for with a focus, or
-forced by an overflow, summarizes on the spot, as before. Nothing is written until the
+summarizer, given this summary, rewrites it whole. A fold asked for with a focus
+summarizes on the spot, with the focus; one asked for without, or forced by an overflow,
+applies a prepared summary too. Nothing is written until the
 fold fires, so a process that dies during a preparation loses nothing: the next process
 folds as if it had never started.
 """
@@ -189,8 +190,8 @@ class Preparer:
             preparation = self._prepared.pop(key, None)
         if preparation is None:
             return None, None, []
-        if given.forced or given.instructions:
-            return None, None, self._discard(key, preparation, "this fold was asked for with a focus, or forced")
+        if given.instructions:  # the focus shapes the summary: it is written now, with it
+            return None, None, self._discard(key, preparation, "this fold was asked for with a focus")
         cut = prepared_cut(preparation, given)
         if cut is None:
             return None, None, self._discard(key, preparation, "the thread changed under it")
@@ -236,7 +237,7 @@ class Preparer:
         """The fold to apply: to the cut a fold would make now, the turns after the prepared ones added (`None`: it
         would not bring the call under the fold threshold)."""
         meter, policy = self.folder.meter, self.folder.policy
-        now = choose_cut(given.view, meter, int(given.window * policy.fold_keep_share))
+        now = choose_cut(given.view, meter, 0 if given.forced else int(given.window * policy.fold_keep_share))
         plan = self.folder.plan_at(given, max(cut, now or cut), prompt_wanted=False)
         if isinstance(outcome, Summary):
             summary = extended(outcome, plan.folded_raw[len(preparation.folded) :])
