@@ -2,8 +2,9 @@
 
 Usage: `python crash_worker.py <state_dir> <scenario> <durability> <invoke|ainvoke>`. The
 scenario names where the kill lands: while an evicted result is being written, while the
-summarizer writes a fold's summary (the fold's history section is already on disk), or
-while the history file, or the copy staged beside it, is being rewritten.
+summarizer writes a fold's summary (the fold's history section is already on disk), while
+the summarizer prepares the next fold's summary in the background (nothing of the fold is
+written yet), or while the history file, or the copy staged beside it, is being rewritten.
 `tests/test_crash.py` runs it, then reopens the state dir and resumes the thread; the
 conversation, tools and models here are shared with that test.
 """
@@ -14,6 +15,8 @@ import asyncio
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +27,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
-from ctxwarden import DETERMINISTIC, create_context_agent
+from ctxwarden import DETERMINISTIC, ContextPolicy, create_context_agent
 from ctxwarden.fold import SECTIONS
 from ctxwarden.replay import ScriptedChatModel, scripted_model
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
@@ -41,9 +44,17 @@ LOG = "\n".join(
 """The build log: far above the eviction threshold of any window used here."""
 
 
+PREPARING = threading.Event()
+"""Set when a summary is being prepared in the background; the next tool call then waits there to be killed."""
+IN_TOOL = threading.Event()
+
+
 @tool
 def fetch(page: int) -> str:
     """Fetch a page."""
+    if PREPARING.is_set():  # a preparation is under way: be killed here, in the middle of the tools step
+        IN_TOOL.set()
+        time.sleep(60)
     return f"page {page}: " + "data " * 150
 
 
@@ -74,6 +85,16 @@ class DyingSummarizer(ScriptedChatModel):
     """A summarizer model during whose call the process is killed."""
 
     def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable: the process was killed")
+
+
+class DyingPreparer(ScriptedChatModel):
+    """A summarizer asked ahead of the fold, in the background: the process is killed while it writes."""
+
+    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        PREPARING.set()
+        IN_TOOL.wait(30)  # the agent went on to its next tool call meanwhile
         os.kill(os.getpid(), signal.SIGKILL)
         raise AssertionError("unreachable: the process was killed")
 
@@ -112,6 +133,7 @@ class Scenario:
     """Which uploads count towards the `nth` that is killed (`None`: the summarizer kills instead)."""
     nth: int = 1
     share: float = 0.0
+    policy: ContextPolicy | None = None
 
     @property
     def resumed_summarizer(self) -> Any:
@@ -133,7 +155,14 @@ def _beside_history(path: str) -> bool:
 SCENARIOS = {
     "evicted-file-truncated": Scenario(EVICTION_SCRIPT, 32_000, "tools", kill_on=_evicted),
     "evicted-file-half-written": Scenario(EVICTION_SCRIPT, 32_000, "tools", kill_on=_evicted, share=0.5),
-    "summarizer-call": Scenario(FOLD_SCRIPT, 4_000, "model", summarizer=DyingSummarizer(messages=iter(()))),
+    "summarizer-call": Scenario(
+        FOLD_SCRIPT,
+        4_500,  # room for a step before the first fold, so its section ends with a tool result
+        "model",
+        summarizer=DyingSummarizer(messages=iter(())),
+        policy=ContextPolicy(fold_prepare_ahead=0),  # the summary is written when the fold fires
+    ),
+    "summarizer-preparing": Scenario(FOLD_SCRIPT, 4_500, "tools", summarizer=DyingPreparer(messages=iter(()))),
     "first-history-write-half-done": Scenario(FOLD_SCRIPT, 4_000, "model", kill_on=_history, share=0.5),
     "second-history-write-truncated": Scenario(FOLD_SCRIPT, 4_000, "model", kill_on=_history, nth=2),
     "second-staged-copy-half-written": Scenario(FOLD_SCRIPT, 4_000, "model", kill_on=_beside_history, nth=2, share=0.5),
@@ -152,6 +181,7 @@ def run(state_dir: Path, name: str, durability: str, api: str) -> None:
         state_dir=state_dir,
         summarizer=scenario.summarizer,
         backend=ThreadIsolatedBackend(backend),
+        policy=scenario.policy,
     )
     given = {"messages": [HumanMessage(QUESTION)]}
     if api == "ainvoke":

@@ -194,8 +194,9 @@ class Capturing(ReplayChatModel):
     _received: list[list[str]] = PrivateAttr(default_factory=list)
 
     def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
-        self._received.append(_dump(messages))
-        return super()._generate(messages, stop, run_manager, **kwargs)
+        result = super()._generate(messages, stop, run_manager, **kwargs)
+        self._received.append(_dump(messages))  # the agent's calls only: a summary asked of it is refused
+        return result
 
 
 def _prefix_breaks(received: list[list[str]]) -> int:

@@ -2,9 +2,10 @@
 
 Each test runs `crash_worker.py` in a subprocess that kills itself at one exact point —
 while an evicted result is being written, while the summarizer writes a fold's summary
-(the fold's history section already on disk), while the history file or its staged
-copy is rewritten — then reopens the same state dir here, resumes the interrupted step
-from the checkpoint, finishes the conversation and takes one more turn. Afterwards:
+(the fold's history section already on disk), while it prepares the next fold's summary
+in the background, while the history file or its staged copy is rewritten — then
+reopens the same state dir here, resumes the interrupted step from the checkpoint,
+finishes the conversation and takes one more turn. Afterwards:
 
 - the checkpointed thread holds every message of the script exactly once, in order,
   and every tool result comes back byte for byte (an evicted one from its file);
@@ -139,6 +140,7 @@ FOLDS_CHECKPOINTED_AT_THE_KILL = {
     "evicted-file-truncated": 0,
     "evicted-file-half-written": 0,
     "summarizer-call": 0,
+    "summarizer-preparing": 0,
     "first-history-write-half-done": 0,
     "second-history-write-truncated": 1,
     "second-staged-copy-half-written": 1,
@@ -161,6 +163,8 @@ def _check_the_kill_left_damage(state_dir: Path, name: str) -> None:
     elif name == "summarizer-call":  # fold 1's section is written whole, the fold itself is not checkpointed
         assert text.count("\n## fold ") == text.count("\n## fold 1\n") == 1
         assert text.endswith("data \n")
+    elif name == "summarizer-preparing":  # a preparation writes nothing: no history, no staged copy
+        assert _files_under(state_dir / "conversation_history") == []
     elif name == "first-history-write-half-done":  # fold 1's heading is there, the end of its section is not
         assert text.count("\n## fold ") == text.count("\n## fold 1\n") == 1
         assert not text.endswith("\n")

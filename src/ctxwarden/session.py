@@ -23,6 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.curate.fork import Unit, carried_values, carry_offloaded, list_units, seed_messages
+from ctxwarden.curate.lineage import fork_state
 from ctxwarden.fold.compact import acompact, compact
 from ctxwarden.fold.state import FoldRecord
 from ctxwarden.observe.recorder import TraceRecorder
@@ -192,7 +193,8 @@ class Session:
 
         The fork also gets this thread's other state (todos, in-state files, a middleware's
         own keys) and copies of the offloaded files its seed names, so `recall` there returns
-        the full originals.
+        the full originals; it records this thread as its parent, so `recall(query=...)` there
+        also searches this thread, read-only.
         """
         values = self.agent.get_state(self.config).values
         seed = seed_messages(values.get("messages", []), values, units, self.thread_id)
@@ -201,7 +203,8 @@ class Session:
         if self.checkpointer.get_tuple(target) is not None:
             raise ValueError(f"thread {new_thread!r} already exists in {self.state_dir}; pick another thread_id.")
         seed = carry_offloaded(self.backend, seed, self.thread_id, new_thread)
-        seed_thread(self.checkpointer, target, {**carried_values(values), "messages": seed})
+        seeded = {**carried_values(values), **fork_state(self.thread_id), "messages": seed}
+        seed_thread(self.checkpointer, target, seeded)
         return Session(
             model if model is not None else self.model,
             self.tools,

@@ -13,13 +13,16 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 
 from ctxwarden.clip.clear import CLIP_STATE_KEY, ClipState, current_view
+from ctxwarden.core.gauge_note import NoteState
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
+from ctxwarden.curate.lineage import ForkState
 from ctxwarden.fold.state import Folds, FoldState, folded_view
 
 
-class ContextState(ClipState, FoldState):
-    """The agent state plus ctxwarden's private keys (the clearing boundary and the folds)."""
+class ContextState(ClipState, FoldState, ForkState, NoteState):
+    """The agent state plus ctxwarden's private keys (the clearing boundary, the folds, a fork's parent, the
+    gauge notes in view)."""
 
 
 def model_view(

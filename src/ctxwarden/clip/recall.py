@@ -6,6 +6,11 @@ from its file, byte for byte — and `recall(call_id, part="args")` returns the 
 original arguments. Output is paged (`offset`, `limit`) so a recall never floods the
 window it is meant to spare.
 
+`recall(query=...)` searches instead: every line of everything this conversation held
+that matches, with what became of it (see `ctxwarden.clip.search`). What it searches is
+given by a scope: by default the thread's own messages and offloaded files; the stack
+adds what the model sees now (to mark hits still in view) and a fork's parent.
+
 A reused call id is told apart by its call key (`recall(call_id="call_0#1a2b3c4d")`, as
 the eviction marker writes it); a bare id shared by several results gets the list to
 choose from, never one of them at random. When an evicted file cannot be read (another
@@ -16,6 +21,7 @@ the preview as if it were the original.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -24,16 +30,34 @@ from langgraph.prebuilt import InjectedState
 
 from ctxwarden.clip.evict import RECALL_TOOL, decode, text_of
 from ctxwarden.clip.names import call_key, recall_id, split_recall_id
+from ctxwarden.clip.search import Source, file_sources, find, matcher, message_sources, own_files, reader, render
+from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.runtime import step_context
 from ctxwarden.core.stamp import METADATA_KEY
 
 DEFAULT_LIMIT = 8_000
 MAX_LIMIT = 50_000
 
 DESCRIPTION = (
-    "Get back the original result (or, with part='args', the original arguments) of an earlier tool call whose "
-    "content was cleared or clipped from the conversation to save context. Pass the call id the placeholder names. "
-    "Long text is paged: pass offset (in characters) to continue where the previous page ended."
+    "Get back what was cleared, evicted or folded from your context: recall(call_id=...) returns a call's original "
+    "result (part='args': its arguments; offset pages on); recall(query=...) searches all of it for text "
+    "(regex=True: a regular expression; page: more hits)."
 )
+
+Scope = Callable[[Mapping[str, Any]], Sequence[Source]]
+"""What `recall(query=...)` searches, from the running thread's state."""
+
+
+def own_scope(backend: Any) -> Scope:
+    """The thread's own messages and offloaded files (nothing is marked as in view: the view is not known here)."""
+    read = reader(backend)
+
+    def sources(state: Mapping[str, Any]) -> list[Source]:
+        found = message_sources(list(state.get("messages", [])), None, read)
+        covered = [s.path for s in found if s.path]
+        return found + file_sources(own_files(backend, step_context()[0], covered), read)
+
+    return sources
 
 
 def answers(messages: list[BaseMessage], call_id: str) -> list[tuple[str | None, ToolMessage]]:
@@ -141,34 +165,59 @@ def page(text: str, offset: int, limit: int) -> str:
     return f"{chunk}\n[ctxwarden: characters {offset:,}-{end:,} of {len(text):,}{more}]"
 
 
-def make_recall_tool(backend: Any) -> BaseTool:
-    """The `recall` tool, reading evicted files from `backend`."""
+def search(state: Mapping[str, Any], scope: Scope, query: str, regex: bool, page: int, meter: TokenMeter) -> str:
+    """One page of `recall(query=...)`'s answer."""
+    match = matcher(query, regex)
+    if isinstance(match, str):
+        return match
+    hits, cut = find(scope(state), match)
+    return render(hits, cut, query, regex, page, meter.counter)
+
+
+def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMeter | None = None) -> BaseTool:
+    """The `recall` tool, reading evicted files from `backend`; `scope` says what `recall(query=...)` searches."""
+    searched = scope or own_scope(backend)
+    counting = meter or TokenMeter()
 
     def recall(
-        call_id: str,
         state: Annotated[dict[str, Any], InjectedState],
+        call_id: str = "",
+        query: str = "",
+        regex: bool = False,
+        page: int = 1,
         part: Literal["result", "args"] = "result",
         offset: int = 0,
         limit: int = DEFAULT_LIMIT,
     ) -> str:
+        if not call_id:
+            if not query:
+                return '[ctxwarden: pass call_id="..." (from a placeholder) or query="..." (text to search for).]'
+            return search(state, searched, query, regex, page, counting)
         messages = list(state.get("messages", []))
         if part == "args":
             text = original_args(messages, call_id)
             if text is None:
                 return f"[ctxwarden: this thread has no tool call with call id {call_id!r}; check the placeholder.]"
-            return page(text, offset, limit)
+            return page_of(text, offset, limit)
         found, why = lookup_result(messages, call_id, backend)
-        return page(found, offset, limit) if found is not None else str(why)
+        return page_of(found, offset, limit) if found is not None else str(why)
 
     return StructuredTool.from_function(func=recall, name=RECALL_TOOL, description=DESCRIPTION)
 
 
+page_of = page
+"""`page`, under a name the tool's own `page` argument does not hide."""
+
+
 __all__ = [
     "DEFAULT_LIMIT",
+    "Scope",
     "answers",
     "lookup_result",
     "make_recall_tool",
     "original_args",
     "original_result",
+    "own_scope",
     "page",
+    "search",
 ]

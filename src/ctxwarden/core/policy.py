@@ -109,6 +109,14 @@ class ContextPolicy:
     summarizer_timeout: float | None = 120.0
     """Seconds one summarizer call may take before it counts as failed (`None`: no limit)."""
 
+    fold_prepare_ahead: float = 0.15
+    """Once a call passes `summarize_at` minus this share, the next fold's summary is prepared in the background,
+    so the fold applies it at once instead of waiting for the summarizer; 0 prepares nothing ahead."""
+
+    gauge_notes: bool = True
+    """When a call's gauge rises to `warn` or `critical`, a short note after the newest message tells the model how
+    full its window is, what ctxwarden does next, and what it can do (search with `recall`, compact)."""
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "clear_exclude_tools", _names(self.clear_exclude_tools))
         _check(self)
@@ -212,6 +220,16 @@ def _check(policy: ContextPolicy) -> None:
         raise _fail("summarizer_timeout", timeout, "is not a positive number of seconds", "pass e.g. 120, or None")
     if not isinstance(policy.fold_min_saving, int | float) or not 0 <= policy.fold_min_saving < 1:
         raise _fail("fold_min_saving", policy.fold_min_saving, "is outside [0, 1)", "pass e.g. 0.10")
+    ahead = policy.fold_prepare_ahead
+    if isinstance(ahead, bool) or not isinstance(ahead, int | float) or not 0 <= ahead < policy.summarize_at:
+        raise _fail(
+            "fold_prepare_ahead",
+            ahead,
+            f"is outside [0, summarize_at={policy.summarize_at!r})",
+            "pass a share of the window below summarize_at, e.g. 0.15, or 0 to prepare nothing ahead",
+        )
+    if not isinstance(policy.gauge_notes, bool):
+        raise _fail("gauge_notes", policy.gauge_notes, "is not a bool", "pass gauge_notes=True or gauge_notes=False")
 
     if policy.warn_at >= policy.critical_at:
         raise _fail(

@@ -91,8 +91,10 @@ class Folder:
     def plan(self, given: FoldInput) -> FoldPlan | None:
         keep = 0 if given.forced else int(given.window * self.policy.fold_keep_share)
         cut = choose_cut(given.view, self.meter, keep)
-        if cut is None:
-            return None
+        return None if cut is None else self.plan_at(given, cut)
+
+    def plan_at(self, given: FoldInput, cut: int, *, prompt_wanted: bool = True) -> FoldPlan:
+        """The fold of everything before `given.view[cut]` (`prompt_wanted=False`: no summarizer prompt is built)."""
         start = 1 if given.view and is_summary(given.view[0]) else 0
         folded = list(given.view[start:cut])
         by_id = {m.id: m for m in given.thread}
@@ -100,7 +102,7 @@ class Folder:
         number = (given.folds.last.number + 1) if given.folds.last else 1
         summarizer = self.summarizer if self.summarizer is not None else given.fallback_model
         prompt = None
-        if summarizer is not None and summarizer != DETERMINISTIC:
+        if prompt_wanted and summarizer is not None and summarizer != DETERMINISTIC:
             previous = given.folds.last.summary if given.folds.last else None
             prompt = self._bounded_prompt(summarizer, previous, folded, given)
         return FoldPlan(
@@ -132,6 +134,19 @@ class Folder:
         if error is not None and not given.forced:
             return self._write_failed(plan, error)
         summary = await self._asummarize(plan, given)
+        return self._finish(plan, given, summary, error)
+
+    def apply(self, plan: FoldPlan, given: FoldInput, summary: Summary) -> FoldOutcome:
+        """Finish the fold `plan` with a summary made beforehand: write the history, build the view."""
+        error = append_section(self.backend, plan.path, plan.number, plan.section)
+        if error is not None and not given.forced:
+            return self._write_failed(plan, error)
+        return self._finish(plan, given, summary, error)
+
+    async def aapply(self, plan: FoldPlan, given: FoldInput, summary: Summary) -> FoldOutcome:
+        error = await aappend_section(self.backend, plan.path, plan.number, plan.section)
+        if error is not None and not given.forced:
+            return self._write_failed(plan, error)
         return self._finish(plan, given, summary, error)
 
     # --- summaries --------------------------------------------------------------
@@ -273,4 +288,4 @@ def _summarizer_usage(summary: Summary, plan: FoldPlan, meter: TokenMeter) -> Ma
     }
 
 
-__all__ = ["DETERMINISTIC", "SUMMARY_CONFIG", "FoldInput", "FoldOutcome", "Folder", "unstreamed"]
+__all__ = ["DETERMINISTIC", "SUMMARY_CONFIG", "FoldInput", "FoldOutcome", "FoldPlan", "Folder", "unstreamed"]

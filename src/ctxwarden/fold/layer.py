@@ -6,7 +6,8 @@ folds again when the call, after clearing, still passes `summarize_at` — or wh
 agent asked for it with `compact_conversation`, or when a provider refused the call
 as too long (a forced fold keeps only the last step). After an unproductive fold it
 holds off until the thread has grown (`fold_regrow_share`), unless the call would
-not fit at all.
+not fit at all. Past the pre-fold point below the threshold, the next fold's summary is
+prepared in the background (`ctxwarden.fold.prepare`), and the fold applies it at once.
 
 Both run on every call, so neither re-reads what did not change: the fold records are
 parsed once per state object, and the folded view finds the fold's last message where
@@ -24,6 +25,7 @@ from langchain_core.messages import BaseMessage
 from ctxwarden.core.layers import CallBudget, LayerEdit
 from ctxwarden.core.runtime import step_context
 from ctxwarden.fold.engine import Folder, FoldInput
+from ctxwarden.fold.prepare import Preparer
 from ctxwarden.fold.state import FOLD_STATE_KEY, Folds, summary_message
 
 
@@ -88,6 +90,7 @@ class FoldLayer:
     def __init__(self, folder: Folder) -> None:
         self.folder = folder
         self._folds = ParsedFolds()
+        self.preparer = Preparer(folder)
 
     def _input(self, request: ModelRequest[Any], budget: CallBudget) -> FoldInput | None:
         folds = self._folds(request.state)
@@ -97,33 +100,51 @@ class FoldLayer:
                 return None
             if folds.hold_until is not None and budget.used < folds.hold_until and not budget.overflow:
                 return None
-        thread_id, namespace, _run = step_context()
-        state_messages = request.state.get("messages", []) if isinstance(request.state, dict) else []
-        m = budget.measurement
-        return FoldInput(
-            view=request.messages,
-            thread=state_messages or request.messages,
-            folds=folds,
-            window=budget.window.tokens,
-            fixed_tokens=m.system + m.tools,
-            factor=m.factor,
-            tokens_before=budget.used,
-            thread_id=thread_id,
-            namespace=namespace,
-            fallback_model=request.model,
-            instructions=(requested or {}).get("instructions"),
-            forced=bool(budget.force or requested),
-        )
+        instructions = (requested or {}).get("instructions")
+        return fold_input(request, budget, folds, instructions, bool(budget.force or requested))
+
+    def _ahead(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
+        """Not folding on this call: past the pre-fold point, have the next fold's summary prepared."""
+        threshold = self.preparer.threshold(budget)
+        if threshold is None or budget.used <= threshold:
+            return None
+        events = self.preparer.ahead(fold_input(request, budget, self._folds(request.state), None, False))
+        return LayerEdit(request, events=events) if events else None
 
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         given = self._input(request, budget)
-        outcome = self.folder.fold(given) if given is not None else None
-        return _edit(request, outcome)
+        if given is None:
+            return self._ahead(request, budget)
+        return _edit(request, self.preparer.fold(given))
 
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         given = self._input(request, budget)
-        outcome = await self.folder.afold(given) if given is not None else None
-        return _edit(request, outcome)
+        if given is None:
+            return self._ahead(request, budget)
+        return _edit(request, await self.preparer.afold(given))
+
+
+def fold_input(
+    request: ModelRequest[Any], budget: CallBudget, folds: Folds, instructions: str | None, forced: bool
+) -> FoldInput:
+    """What a fold of this call starts from."""
+    thread_id, namespace, _run = step_context()
+    state_messages = request.state.get("messages", []) if isinstance(request.state, dict) else []
+    m = budget.measurement
+    return FoldInput(
+        view=request.messages,
+        thread=state_messages or request.messages,
+        folds=folds,
+        window=budget.window.tokens,
+        fixed_tokens=m.system + m.tools,
+        factor=m.factor,
+        tokens_before=budget.used,
+        thread_id=thread_id,
+        namespace=namespace,
+        fallback_model=request.model,
+        instructions=instructions,
+        forced=forced,
+    )
 
 
 def _edit(request: ModelRequest[Any], outcome: Any) -> LayerEdit | None:
@@ -134,4 +155,4 @@ def _edit(request: ModelRequest[Any], outcome: Any) -> LayerEdit | None:
     return LayerEdit(request.override(messages=outcome.view), state=outcome.state, events=outcome.events)
 
 
-__all__ = ["FoldLayer", "FoldedView", "ParsedFolds"]
+__all__ = ["FoldLayer", "FoldedView", "ParsedFolds", "fold_input"]

@@ -99,14 +99,22 @@ def lifecycle_line(report: ContextReport) -> str:
     )
 
 
+def gauge_notes_line(report: ContextReport) -> str:
+    """Which calls carried a gauge note to the model (the notes themselves are in `report.gauge_notes`)."""
+    told = ", ".join(f"call {n['call']} at {float(n['fraction'] or 0):.0%} ({n['gauge']})" for n in report.gauge_notes)
+    return f"gauge notes the model received: {told}"
+
+
 def notes(report: ContextReport) -> list[str]:
-    """The lines under the table, in order: thresholds, forecast, reach, warning, counter, lifecycle, spend."""
+    """The lines under the table: thresholds, forecast, reach, warning, gauge notes, counter, lifecycle, spend."""
     lines = [thresholds_line(report), *report.forecast()]
     reach = reach_line(report)
     if reach is not None:
         lines.append(reach)
     if report.warning is not None:
         lines.append(report.warning)
+    if report.gauge_notes:
+        lines.append(gauge_notes_line(report))
     lines.extend([counter_line(report), lifecycle_line(report), spend_line(report)])
     return lines
 
@@ -227,6 +235,7 @@ __all__ = [
     "CATEGORY_COLORS",
     "bar",
     "counter_line",
+    "gauge_notes_line",
     "headline",
     "lifecycle_line",
     "notes",

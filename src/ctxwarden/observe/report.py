@@ -29,6 +29,7 @@ from langchain_core.runnables import RunnableConfig
 from ctxwarden.admit.layer import ADMIT_STAMP_KEY
 from ctxwarden.clip.placeholders import is_cleared
 from ctxwarden.core.gauge import GaugeLevel, gauge_level
+from ctxwarden.core.gauge_note import NOTE_STAMP_KEY
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.parts import parts_of
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
@@ -90,6 +91,9 @@ class ContextReport:
     because the view changed after the last call (a fold done by `compact()`)."""
     trace_found: bool = True
     """Whether a trace was found: without one, `spend` and `lifecycle` are unknown, not zero."""
+    gauge_notes: tuple[Mapping[str, Any], ...] = ()
+    """The gauge notes the model received, oldest first: the call that carried each (`call`, counted from 1),
+    its `gauge` and `fraction`, and the `note` itself (see `ctxwarden.core.gauge_note`)."""
 
     @property
     def fraction(self) -> float:
@@ -160,6 +164,7 @@ class ContextReport:
             "lifecycle": {kind: dict(values) for kind, values in self.lifecycle.items()} if self.trace_found else None,
             "basis": self.basis,
             "trace_found": self.trace_found,
+            "gauge_notes": [dict(note) for note in self.gauge_notes],
         }
 
     def to_text(self) -> str:
@@ -263,6 +268,16 @@ def build_report(
         counter=meter.counter_name,
         basis=basis,
         trace_found=trace_found,
+        gauge_notes=gauge_notes_of(messages),
+    )
+
+
+def gauge_notes_of(messages: Sequence[BaseMessage]) -> tuple[dict[str, Any], ...]:
+    """The gauge notes the thread's model calls carried, from their stamps, oldest first."""
+    return tuple(
+        {"call": number, "gauge": stamp.get("gauge"), "fraction": stamp.get("fraction"), "note": stamp[NOTE_STAMP_KEY]}
+        for number, stamp in enumerate(stamps(messages), start=1)
+        if stamp.get(NOTE_STAMP_KEY)
     )
 
 
@@ -421,4 +436,4 @@ def _trace_for(source: Any, trace: TraceStore | str | Path | None) -> TraceStore
     return TraceStore(path) if path is not None and path.is_file() else None
 
 
-__all__ = ["CATEGORIES", "ContextReport", "acontext_report", "build_report", "context_report"]
+__all__ = ["CATEGORIES", "ContextReport", "acontext_report", "build_report", "context_report", "gauge_notes_of"]

@@ -17,6 +17,10 @@ when measuring a context manager.
 
 It streams like a provider (see `ctxwarden.replay.streaming`): the chunks are cut from
 what `_generate` returns, so a subclass that overrides `_generate` streams the same.
+
+Once an agent has bound its tools, it answers only the agent's own calls (they carry the
+tools): a call from outside the loop, such as a fold asking the agent's model for a
+summary, raises `ReplayMismatchError` instead of taking the next recorded step.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, PrivateAttr
 
+from ctxwarden.core.gauge_note import is_note
 from ctxwarden.errors import ReplayMismatchError
 from ctxwarden.replay.recording import Recording
 from ctxwarden.replay.streaming import StreamedReplies
@@ -55,6 +60,7 @@ class ReplayChatModel(StreamedReplies, BaseChatModel):
 
     _position: int = PrivateAttr(default=0)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _bound: bool = PrivateAttr(default=False)
 
     @property
     def _llm_type(self) -> str:
@@ -78,6 +84,7 @@ class ReplayChatModel(StreamedReplies, BaseChatModel):
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Keep the tool schemas so `usage="received"` counts them like a provider would."""
+        self._bound = True
         return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
 
     def _generate(
@@ -88,6 +95,12 @@ class ReplayChatModel(StreamedReplies, BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         steps = self.recording.steps
+        if self._bound and kwargs.get("tools") is None:
+            raise ReplayMismatchError(
+                f"{self.recording.source}: the replayed model was called outside its agent's loop (a fold asking for "
+                "a summary, when no summarizer was given); its steps are the agent's, so none is spent here. "
+                "Fix: pass summarizer='deterministic', or a summarizer model."
+            )
         with self._lock:
             index = self._position
             if index > len(steps):
@@ -129,6 +142,7 @@ class ReplayChatModel(StreamedReplies, BaseChatModel):
     def _check_answers(self, index: int, messages: Sequence[BaseMessage], *, turn_ends: bool = False) -> None:
         """The conversation must answer step `index - 1`: its tool results, or a new user message."""
         where = f"{self.recording.source}: step {index}"
+        messages = [m for m in messages if not is_note(m)]  # ctxwarden's gauge note rides after the answers
         if not messages:
             raise ReplayMismatchError(f"{where}: the model was called with no messages.")
         if index in self._turn_starts() and not turn_ends:

@@ -39,15 +39,18 @@ from langgraph.types import Command
 
 from ctxwarden.clip.evict import Evictor
 from ctxwarden.clip.recall import make_recall_tool
+from ctxwarden.core.gauge_note import GaugeNote
 from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.core.stamp import METADATA_KEY, RECENT, last_stamped
+from ctxwarden.core.stream import emit_layer_events
 from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import ContextStillTooLargeError, is_context_overflow
 from ctxwarden.fold.compact import make_compact_tool
 from ctxwarden.observe.recorder import PendingEvent, TraceRecorder
 from ctxwarden.stack.pick import ModelPicker
+from ctxwarden.stack.search_scope import ThreadScope
 from ctxwarden.view import ContextState
 
 SLOT_NAME = "SummarizationMiddleware"
@@ -74,9 +77,11 @@ class ContextWindowMiddleware(AgentMiddleware):
         self.policy = policy or DEFAULT_POLICY
         self.meter = meter or TokenMeter()
         self.layers = tuple(layers)
+        self.note = GaugeNote(self.policy)  # runs after every layer: it reports the fill the call is sent with
         self.recorder = recorder or TraceRecorder(None)
         self.evictor = Evictor(backend, self.policy, self.meter)
-        self.tools = [make_recall_tool(backend), make_compact_tool()]
+        scope = ThreadScope(backend, self.policy, self.meter)  # recall(query=...) marks what the model sees
+        self.tools = [make_recall_tool(backend, scope=scope, meter=self.meter), make_compact_tool()]
 
     @property
     def name(self) -> str:
@@ -102,14 +107,14 @@ class ContextWindowMiddleware(AgentMiddleware):
     def _shape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
         request = self._picked(request)
         shaped = _Shaped(request, self.budget(request, force=force))
-        for layer in self.layers:
+        for layer in (*self.layers, self.note):
             shaped.take(layer, layer.shape(shaped.request, shaped.budget), lambda r: self.budget(r, force=force))
         return shaped
 
     async def _ashape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
         request = self._picked(request)
         shaped = _Shaped(request, self.budget(request, force=force))
-        for layer in self.layers:
+        for layer in (*self.layers, self.note):
             edit = await layer.ashape(shaped.request, shaped.budget)
             shaped.take(layer, edit, lambda r: self.budget(r, force=force))
         return shaped
@@ -301,6 +306,7 @@ class _Shaped:
         self.state.update(edit.state or {})
         self.events.extend(edit.events)
         self.stamp.update(edit.stamp or {})
+        emit_layer_events(edit.events)  # a client streaming `custom` sees each batch, fold and note as it happens
 
 
 def _before_call_events(request: ModelRequest[Any], budget: CallBudget) -> list[PendingEvent]:

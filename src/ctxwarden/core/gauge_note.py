@@ -1,0 +1,176 @@
+"""The gauge, shown to the model: a short note when its window fills past `warn_at` and `critical_at`.
+
+ctxwarden manages the window for the agent, but an agent that does not know its window
+is filling cannot act on it: search what it will need before a fold, or compact with a
+focus of its own. So on the call where the gauge rises (ok to warn, warn to critical),
+a note is placed after the newest message: how full the window is, what ctxwarden does
+next and at what fill, and what the agent can do.
+
+The note must not cost the provider's prompt cache. It is never inserted before what an
+earlier call sent: it goes at the end of the call where the gauge rose, and later calls
+show it in that same place with the same bytes (its anchor, the message it follows, is
+kept in private state), so each call's messages still begin with the previous call's.
+It goes away only where the view changes anyway: with the turns a fold takes, or when
+the gauge falls below its level (a clearing batch or a fold brought the fill down). The
+thread's messages never hold it. It is measured with the rest of the call, and recorded
+on the stamp of the call that first carried it (`gauge_note`), where the /context report
+finds the notes an agent received.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, NotRequired, cast
+
+from langchain.agents.middleware.types import AgentState, ModelRequest, PrivateStateAttr
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
+
+from ctxwarden.core.gauge import GaugeLevel
+from ctxwarden.core.layers import CallBudget, LayerEdit
+from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.core.stamp import RECENT, stamp_of
+
+NOTE_STAMP_KEY = "gauge_note"
+"""Key of the note's text in the stamp of the call that carried it."""
+
+NOTE_SOURCE = "ctxwarden_gauge_note"
+"""`additional_kwargs["lc_source"]` of the note message."""
+
+NOTES_STATE_KEY = "ctxwarden_notes"
+
+
+class NoteState(AgentState):
+    """The gauge notes in view: each one's level, text and the id of the message it follows."""
+
+    ctxwarden_notes: Annotated[NotRequired[list[dict[str, str]]], PrivateStateAttr]
+
+
+RANK: dict[str, int] = {"ok": 0, "warn": 1, "critical": 2}
+
+
+def previous_level(messages: Sequence[BaseMessage]) -> str:
+    """The gauge of the previous call: the stamp on the thread's last reply (`ok` when it has none)."""
+    for index in range(len(messages) - 1, max(-1, len(messages) - 1 - RECENT), -1):
+        if isinstance(messages[index], AIMessage):  # the last reply: its stamp, or none (not measured)
+            level = (stamp_of(messages[index]) or {}).get("gauge")
+            return level if isinstance(level, str) and level in RANK else "ok"
+    return "ok"
+
+
+def rose(previous: str, level: GaugeLevel) -> bool:
+    """Whether the gauge went up a level (ok to warn or critical, warn to critical)."""
+    return RANK[level] > RANK.get(previous, 0)
+
+
+def note_text(budget: CallBudget) -> str:
+    """The note for this call: how full, what ctxwarden does next and at what fill, what the agent can do."""
+    policy, used, window = budget.policy, budget.used, budget.window.tokens
+    if used < budget.clear_at:
+        then = (
+            f"Next, ctxwarden clears old tool results at {policy.clear_at:.0%} and folds older turns into a summary "
+            f"at {policy.summarize_at:.0%}."
+        )
+    elif used < budget.fold_at:
+        then = (
+            f"Next, ctxwarden folds older turns into a summary at {policy.summarize_at:.0%} "
+            f"(about {budget.fold_at - used:,} tokens from here)."
+        )
+    else:
+        then = (
+            "Folding has not brought it down (a fold waits until the thread grows, or nothing older is left to fold); "
+            "at 100% ctxwarden clears and folds as far as it can."
+        )
+    return (
+        f"[ctxwarden: your context window is {budget.fraction:.0%} full ({used:,} of {window:,} tokens; gauge "
+        f"{budget.gauge}). {then} Nothing is lost: recall(query=...) searches everything out of view (cleared, "
+        "evicted, folded), recall(call_id=...) returns one call; compact_conversation(focus=...) folds now, "
+        "keeping what you name.]"
+    )
+
+
+_NOTES: dict[str, HumanMessage] = {}
+
+
+def note_message(text: str, level: str) -> HumanMessage:
+    """The note as a message (the same object for the same text: byte-stable, cheap to measure again)."""
+    cached = _NOTES.get(text)
+    if cached is None:
+        if len(_NOTES) > 1_000:
+            _NOTES.clear()
+        cached = _NOTES[text] = HumanMessage(
+            text, id=f"ctxwarden-gauge-{level}", additional_kwargs={"lc_source": NOTE_SOURCE}
+        )
+    return cached
+
+
+def is_note(message: BaseMessage) -> bool:
+    return isinstance(message, HumanMessage) and message.additional_kwargs.get("lc_source") == NOTE_SOURCE
+
+
+def placed(messages: Sequence[BaseMessage], notes: Sequence[dict[str, str]]) -> list[BaseMessage] | None:
+    """`messages` with each note right after its anchor, or `None` when an anchor is not among them."""
+    at: dict[int, list[BaseMessage]] = {}
+    for note in notes:
+        index = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].id == note["after"]), None)
+        if index is None:
+            return None
+        at.setdefault(index, []).append(note_message(note["text"], note["gauge"]))
+    out: list[BaseMessage] = []
+    for index, message in enumerate(messages):
+        out.append(message)
+        out.extend(at.get(index, ()))
+    return out
+
+
+class GaugeNote:
+    """The last stage of a call: the gauge notes in view, and a new one when the gauge rose (a `ContextLayer`)."""
+
+    name = "gauge_note"
+
+    def __init__(self, policy: ContextPolicy) -> None:
+        self.policy = policy
+
+    def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
+        if not self.policy.gauge_notes:
+            return None
+        state = request.state if isinstance(request.state, dict) else {}
+        level = budget.gauge
+        raw = state.get(NOTES_STATE_KEY)
+        known: list[dict[str, str]] = [dict(n) for n in raw if isinstance(n, dict)] if isinstance(raw, list) else []
+        kept = [n for n in known if RANK.get(n.get("gauge", ""), 3) <= RANK[level]]
+        messages = request.messages
+        shown = placed(messages, kept) if kept else list(messages)
+        if shown is None:  # an anchor left the view (a fold took it): its note goes with it
+            kept = [n for n in kept if placed(messages, [n]) is not None]
+            shown = placed(messages, kept) or list(messages)
+        events: list[Any] = []
+        stamp = None
+        if rose(previous_level(state.get("messages") or messages), level) and messages and messages[-1].id:
+            text = note_text(budget)
+            kept.append({"after": str(messages[-1].id), "gauge": level, "text": text})
+            shown.append(note_message(text, level))
+            events.append(("gauge_note", {"gauge": level, "fraction": round(budget.fraction, 4)}, budget.window.model))
+            stamp = {NOTE_STAMP_KEY: text}
+        if not kept and not known:
+            return None
+        update = {NOTES_STATE_KEY: kept} if kept != known else None
+        return LayerEdit(
+            request.override(messages=cast("list[AnyMessage]", shown)), state=update, events=events, stamp=stamp
+        )
+
+    async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
+        return self.shape(request, budget)
+
+
+__all__ = [
+    "NOTES_STATE_KEY",
+    "NOTE_STAMP_KEY",
+    "GaugeNote",
+    "NoteState",
+    "is_note",
+    "note_message",
+    "note_text",
+    "placed",
+    "previous_level",
+    "rose",
+]

@@ -1,0 +1,327 @@
+"""Folds off the critical path: the summary is written in the background before the fold is due.
+
+A fold waits for a summarizer model, and the user waits with it: tens of seconds on a
+real model, on the call that happened to cross `summarize_at`. So once a call passes a
+pre-fold point (`summarize_at - fold_prepare_ahead`), the summary of the turns the fold
+would take is asked for in a background thread, while the agent goes on working. When
+the fold fires it applies that summary at once: it writes the history file, recomputes
+the facts section for the cut it applies (`Folder.apply`), and builds the view — no
+summarizer call on the critical path.
+
+A preparation is only a summary kept in memory, tied to exactly what it summarized: the
+fold before it and the id and content of every message it covers. It is applied only
+when all of that is still what the thread holds; otherwise it is discarded (and redone on
+the next call past the pre-fold point), never applied stale. The thread grows while the
+summary is written, so the fold cuts where a fold made now would, and the turns between
+the prepared part and that cut are added to the summary by the deterministic summarizer
+(the facts section, recomputed, quotes them as it quotes the rest); the next fold's
+summarizer, given this summary, rewrites it whole. A fold asked for with a focus
+summarizes on the spot, with the focus; one asked for without, or forced by an overflow,
+applies a prepared summary too. Nothing is written until the
+fold fires, so a process that dies during a preparation loses nothing: the next process
+folds as if it had never started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from ctxwarden.core.layers import CallBudget, PendingEvent
+from ctxwarden.core.stream import emit
+from ctxwarden.fold.cut import choose_cut
+from ctxwarden.fold.engine import DETERMINISTIC, Folder, FoldInput, FoldOutcome, FoldPlan, unstreamed
+from ctxwarden.fold.state import Folds, is_summary
+from ctxwarden.fold.summarize import Summary, deterministic_summary, model_summary
+
+MAX_PREPARED = 256
+"""Threads (and subagent namespaces) with a preparation kept at once; the oldest is dropped past it."""
+
+Key = tuple[str | None, str]
+
+
+@dataclass(slots=True)
+class Preparation:
+    """A summary being written (or written) for the fold of exactly `folded`, after the fold `previous`."""
+
+    number: int
+    previous: tuple[int, str] | None
+    folded: tuple[tuple[str | None, str], ...]
+    """`(id, fingerprint)` of every message it covers, as the thread holds them."""
+    summarizer: Any
+    future: Future[Summary]
+    prompt_chars: int
+    started: float
+
+
+def fingerprint(message: BaseMessage) -> str:
+    """A short digest of what a message says (content, tool calls, the call it answers)."""
+    body = [
+        message.type,
+        message.content,
+        getattr(message, "tool_calls", None),
+        getattr(message, "tool_call_id", None),
+    ]
+    text = json.dumps(body, default=str, sort_keys=True, ensure_ascii=False)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+def previous_fold(folds: Folds) -> tuple[int, str] | None:
+    last = folds.last
+    return (last.number, last.upto) if last is not None else None
+
+
+def prepared_cut(preparation: Preparation, given: FoldInput) -> int | None:
+    """Where `preparation` cuts `given.view`, or `None` when it is stale (the thread is not what it summarized)."""
+    if preparation.previous != previous_fold(given.folds):
+        return None
+    view = given.view
+    start = 1 if view and is_summary(view[0]) else 0
+    cut = start + len(preparation.folded)
+    if cut >= len(view) or not isinstance(view[cut], AIMessage | HumanMessage) or is_summary(view[cut]):
+        return None
+    if [m.id for m in view[start:cut]] != [i for i, _ in preparation.folded]:
+        return None
+    raw = {m.id: m for m in given.thread}
+    for (message_id, digest), shown in zip(preparation.folded, view[start:cut], strict=True):
+        if fingerprint(raw.get(message_id, shown)) != digest:
+            return None
+    return cut
+
+
+class Preparer:
+    """Prepares the next fold's summary in the background and applies it when the fold fires (see the module)."""
+
+    def __init__(self, folder: Folder) -> None:
+        self.folder = folder
+        self._prepared: OrderedDict[Key, Preparation] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def threshold(self, budget: CallBudget) -> int | None:
+        """Tokens past which the next fold is prepared on this window (`None`: preparing is off)."""
+        policy = budget.policy
+        if not policy.fold_prepare_ahead:
+            return None
+        return int(budget.window.tokens * (policy.summarize_at - policy.fold_prepare_ahead))
+
+    def prepared(self, thread_id: str | None, namespace: str = "") -> Preparation | None:
+        """The preparation kept for a thread (and namespace), if any."""
+        with self._lock:
+            return self._prepared.get((thread_id, namespace))
+
+    # --- ahead of the fold ------------------------------------------------------------
+    def ahead(self, given: FoldInput) -> list[PendingEvent]:
+        """On a call past the pre-fold point: keep a fresh preparation, or start one (discarding a stale one)."""
+        key = (given.thread_id, given.namespace)
+        events: list[PendingEvent] = []
+        with self._lock:
+            current = self._prepared.get(key)
+        if current is not None:
+            if prepared_cut(current, given) is not None:
+                return events
+            events += self._discard(key, current, "the thread changed under it")
+        plan = self.folder.plan(given)
+        if plan is None or plan.prompt is None:  # nothing to fold yet, or a deterministic summary (no wait)
+            return events
+        preparation = self._start(plan, given)
+        with self._lock:
+            self._prepared[key] = preparation
+            self._prepared.move_to_end(key)
+            while len(self._prepared) > MAX_PREPARED:
+                self._prepared.popitem(last=False)
+        payload = {"fold": plan.number, "folded_messages": len(plan.folded), "tokens": given.tokens_before}
+        events.append(("fold_prepare", {**payload, "started": True}, None))
+        return events
+
+    def _start(self, plan: FoldPlan, given: FoldInput) -> Preparation:
+        future: Future[Summary] = Future()
+        model, prompt, policy = unstreamed(plan.summarizer), str(plan.prompt), self.folder.policy
+
+        def run() -> None:
+            try:
+                summary = model_summary(
+                    model, prompt, retries=policy.summarizer_retries, timeout=policy.summarizer_timeout
+                )
+            except BaseException as exc:  # handed to the fold, which falls back
+                future.set_exception(exc)
+            else:
+                future.set_result(summary)
+
+        # a fresh context: the summary belongs to no step of the run, and its tokens never reach the run's stream
+        thread = threading.Thread(
+            target=contextvars.Context().run, args=(run,), name="ctxwarden-fold-prepare", daemon=True
+        )
+        thread.start()
+        return Preparation(
+            number=plan.number,
+            previous=previous_fold(given.folds),
+            folded=tuple((m.id, fingerprint(m)) for m in plan.folded_raw),
+            summarizer=plan.summarizer,
+            future=future,
+            prompt_chars=len(prompt),
+            started=time.monotonic(),
+        )
+
+    def _discard(self, key: Key, preparation: Preparation, why: str) -> list[PendingEvent]:
+        with self._lock:
+            if self._prepared.get(key) is preparation:
+                del self._prepared[key]
+        events: list[PendingEvent] = [("fold_prepare", {"fold": preparation.number, "discarded": why}, None)]
+        if preparation.future.done() and preparation.future.exception() is None:
+            events.append(_usage(preparation, preparation.future.result(), "discarded"))
+        return events
+
+    # --- when the fold fires ----------------------------------------------------------
+    def _take(self, given: FoldInput) -> tuple[Preparation | None, int | None, list[PendingEvent]]:
+        """The preparation to apply to this fold and its cut, or why there is none (as events)."""
+        key = (given.thread_id, given.namespace)
+        with self._lock:
+            preparation = self._prepared.pop(key, None)
+        if preparation is None:
+            return None, None, []
+        if given.instructions:  # the focus shapes the summary: it is written now, with it
+            return None, None, self._discard(key, preparation, "this fold was asked for with a focus")
+        cut = prepared_cut(preparation, given)
+        if cut is None:
+            return None, None, self._discard(key, preparation, "the thread changed under it")
+        return preparation, cut, []
+
+    def fold(self, given: FoldInput) -> FoldOutcome | None:
+        """The fold of `given`: the prepared summary applied at once when there is a fresh one, else folded now."""
+        preparation, cut, events = self._take(given)
+        start(given, prepared=preparation is not None)
+        if preparation is None or cut is None:
+            return _with(events, self.folder.fold(given))
+        waited = time.monotonic()
+        outcome = _result(preparation.future)  # written already, unless the fold came soon after the preparation
+        wait_ms = (time.monotonic() - waited) * 1000
+        settled = self._settle(given, preparation, cut, outcome)
+        if settled is None:
+            return _with(events, self.folder.fold(given))
+        plan, summary = settled
+        later = len(plan.folded) - len(preparation.folded)
+        return _marked(self.folder.apply(plan, given, summary), events, wait_ms, later)
+
+    async def afold(self, given: FoldInput) -> FoldOutcome | None:
+        preparation, cut, events = self._take(given)
+        start(given, prepared=preparation is not None)
+        if preparation is None or cut is None:
+            return _with(events, await self.folder.afold(given))
+        waited = time.monotonic()
+        try:
+            outcome: Summary | BaseException = await asyncio.wrap_future(preparation.future)
+        except Exception as exc:  # handed to the fallback
+            outcome = exc
+        wait_ms = (time.monotonic() - waited) * 1000
+        settled = self._settle(given, preparation, cut, outcome)
+        if settled is None:
+            return _with(events, await self.folder.afold(given))
+        plan, summary = settled
+        later = len(plan.folded) - len(preparation.folded)
+        return _marked(await self.folder.aapply(plan, given, summary), events, wait_ms, later)
+
+    def _settle(
+        self, given: FoldInput, preparation: Preparation, cut: int, outcome: Summary | BaseException
+    ) -> tuple[FoldPlan, Summary] | None:
+        """The fold to apply: to the cut a fold would make now, the turns after the prepared ones added (`None`: it
+        would not bring the call under the fold threshold)."""
+        meter, policy = self.folder.meter, self.folder.policy
+        now = choose_cut(given.view, meter, 0 if given.forced else int(given.window * policy.fold_keep_share))
+        plan = self.folder.plan_at(given, max(cut, now or cut), prompt_wanted=False)
+        if isinstance(outcome, Summary):
+            summary = extended(outcome, plan.folded_raw[len(preparation.folded) :])
+        else:  # the summarizer failed: the deterministic summary, as a fold made now would fall back to
+            previous = given.folds.last.summary if given.folds.last else None
+            error = f"{type(outcome).__name__}: {outcome}"
+            summary = Summary(deterministic_summary(previous, plan.folded_raw), DETERMINISTIC, True, error)
+        tail = meter.messages_tokens(given.view[plan.cut :])
+        facts = int(given.window * policy.fold_facts_share)  # at its cap: the section is rendered by the fold
+        after = round((given.fixed_tokens + tail + meter.counter(summary.text) + facts) * given.factor)
+        return (plan, summary) if after <= policy.fold_threshold(given.window) else None
+
+
+EXTENSION_HEADING = "## Turns folded after the summary above was written"
+"""Heads what a prepared summary is extended with: the turns the thread gained while it was written."""
+
+
+def extended(summary: Summary, later: Sequence[BaseMessage]) -> Summary:
+    """`summary` followed by the deterministic summary of `later` (its sections that say something)."""
+    if not later:
+        return summary
+    sections: list[list[str]] = []
+    for line in deterministic_summary(None, later).splitlines():
+        if line.startswith("## "):
+            sections.append([f"#{line}"])
+        elif sections:
+            sections[-1].append(line)
+    said = ["\n".join(section) for section in sections if section[1:] != ["- (none recorded)"]]
+    text = "\n\n".join([summary.text, EXTENSION_HEADING, *said])
+    return Summary(text, summary.summarizer, summary.fallback, summary.error, summary.usage)
+
+
+def start(given: FoldInput, *, prepared: bool) -> None:
+    """Tell a streaming client that a fold begins."""
+    number = given.folds.last.number + 1 if given.folds.last else 1
+    emit(
+        "fold_start",
+        {
+            "fold": number,
+            "tokens_before": given.tokens_before,
+            "window": given.window,
+            "prepared": prepared,
+            "forced": given.forced,
+        },
+    )
+
+
+def _result(future: Future[Summary]) -> Summary | BaseException:
+    try:
+        return future.result()
+    except Exception as exc:  # handed to the fallback
+        return exc
+
+
+def _with(events: Sequence[PendingEvent], outcome: FoldOutcome | None) -> FoldOutcome | None:
+    if not events:
+        return outcome
+    if outcome is None:  # nothing to fold after all; the events still go to the trace
+        return FoldOutcome([], None, list(events), None)
+    return FoldOutcome(outcome.view, outcome.state, [*events, *outcome.events], outcome.record)
+
+
+def _marked(outcome: FoldOutcome, events: Sequence[PendingEvent], wait_ms: float, later: int) -> FoldOutcome:
+    """`outcome` with its compaction event saying the summary was prepared, how long the fold waited for it (it was
+    still being written), and how many messages the thread gained meanwhile were folded with it."""
+    marked: list[PendingEvent] = list(events)
+    for kind, payload, model in outcome.events:
+        if kind == "context_compaction" and payload.get("ok"):
+            payload = {**payload, "prepared": True, "prepare_wait_ms": round(wait_ms, 3), "prepared_extended": later}
+        marked.append((kind, payload, model))
+    return FoldOutcome(outcome.view, outcome.state, marked, outcome.record)
+
+
+def _usage(preparation: Preparation, summary: Summary, why: str) -> PendingEvent:
+    usage: Mapping[str, Any] = summary.usage or {}
+    payload = {
+        "role": "summarizer",
+        "input_tokens": usage.get("input_tokens") or preparation.prompt_chars // 4,
+        "output_tokens": usage.get("output_tokens") or len(summary.text) // 4,
+        "cached_input_tokens": 0,
+        "estimated": not usage.get("input_tokens"),
+        "prepared": why,
+    }
+    return ("model_usage", payload, summary.summarizer)
+
+
+__all__ = ["MAX_PREPARED", "Preparation", "Preparer", "fingerprint", "prepared_cut", "previous_fold"]

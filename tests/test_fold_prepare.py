@@ -1,0 +1,220 @@
+"""Folds off the critical path: the summary is prepared in the background and applied at once, never stale."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from deepagents.backends import FilesystemBackend
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import PrivateAttr
+
+from ctxwarden import ContextPolicy, ThreadIsolatedBackend, context_middleware
+from ctxwarden.core.stream import STREAM_KEY
+from ctxwarden.fold import SECTIONS, Folds, compact
+from ctxwarden.fold.facts import Facts, gather
+from ctxwarden.fold.layer import FoldLayer
+from ctxwarden.fold.prepare import EXTENSION_HEADING, Preparer
+from ctxwarden.observe import TraceStore
+from ctxwarden.replay import ScriptedChatModel, scripted_model
+from ctxwarden.stack.middleware import ContextWindowMiddleware
+from views import Views
+
+WINDOW = 6_000
+THOUGHT = "Let me think about the parser carefully. " * 40  # ~400 tokens per step that clearing cannot touch
+PREPARERS: list[Preparer] = []
+"""The preparers of the agents under test: a tool call waits for a summary being prepared (see `fetch`)."""
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    PREPARERS.clear()
+
+
+@tool
+def fetch(page: int, config: RunnableConfig) -> str:
+    """Fetch a page."""
+    thread = config["configurable"]["thread_id"]
+    for preparer in PREPARERS:  # the agent works on while the summary is written: here, until it is
+        preparation = preparer.prepared(thread)
+        if preparation is not None:
+            concurrent.futures.wait([preparation.future], timeout=10)
+    return f"page {page}: " + "data " * 20
+
+
+class Summarizer(ScriptedChatModel):
+    """Answers with a numbered summary; records, per call, how many model calls the agent had made when it began."""
+
+    _views: Any = PrivateAttr(default=None)
+    _calls: list[tuple[int, str]] = PrivateAttr(default_factory=list)
+
+    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self._calls.append((len(self._views.views), str(messages[-1].content)))
+        number = len(self._calls)
+        text = "\n".join(f"## {name}\n- from the summarizer, summary {number}" for name in SECTIONS)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
+
+
+def _steps(n: int, start: int = 0) -> list[AIMessage]:
+    return [
+        AIMessage(THOUGHT, tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"f{i}"}])
+        for i in range(start, start + n)
+    ]
+
+
+def _agent(tmp_path: Path, replies: list[AIMessage], policy: ContextPolicy) -> tuple[Any, Views, Summarizer]:
+    views = Views()
+    summarizer = Summarizer(messages=iter(()), profile={"max_input_tokens": 100_000}, name="summarizer")
+    summarizer._views = views
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+    middleware = context_middleware(
+        policy=policy, trace=tmp_path / "trace.sqlite", backend=backend, summarizer=summarizer
+    )
+    model = scripted_model(replies, window=WINDOW, name="agent-model")
+    agent = create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=InMemorySaver())
+    core = cast(ContextWindowMiddleware, middleware[0])
+    PREPARERS.extend(layer.preparer for layer in core.layers if isinstance(layer, FoldLayer))
+    return agent, views, summarizer
+
+
+def _events(tmp_path: Path, kind: str) -> list[dict[str, Any]]:
+    return [e.payload for e in TraceStore(tmp_path / "trace.sqlite").events(kind=kind)]
+
+
+def _fold_calls(agent: Any, config: dict[str, Any]) -> list[int]:
+    """Which model calls (counted from 0) folded."""
+    messages = agent.get_state(config).values["messages"]
+    stamps = [m.response_metadata["ctxwarden"] for m in messages if isinstance(m, AIMessage)]
+    return [i for i, s in enumerate(stamps) if "context_compaction" in s["events"]]
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+async def test_a_fold_applies_the_prepared_summary_without_waiting_for_the_summarizer(tmp_path: Path, run: str) -> None:
+    agent, views, summarizer = _agent(tmp_path, [*_steps(16), AIMessage("done")], ContextPolicy())
+    config = {"configurable": {"thread_id": "prepared"}}
+    given = {"messages": [HumanMessage("Fix the parser. Never touch tests/legacy.")]}
+    if run == "invoke":
+        streamed = list(agent.stream(given, config, stream_mode="custom"))
+    else:
+        streamed = [chunk async for chunk in agent.astream(given, config, stream_mode="custom")]
+    assert agent.get_state(config).values["messages"][-1].content == "done"
+    start, end = (e for e in streamed if e.get(STREAM_KEY) in {"fold_start", "fold_end"} and e["fold"] == 1)
+    assert start["prepared"] is True
+    assert end["source"] == "prepared"  # what a client shows: the summary was ready when the fold fired
+
+    (fold_call, *_more) = _fold_calls(agent, config)
+    folds = [c for c in _events(tmp_path, "context_compaction") if c["ok"]]
+    assert folds[0]["prepared"] is True
+    assert folds[0]["summarizer"] == "summarizer"
+    # the turns the thread gained while the summary was written go with it, summarized without a model
+    assert folds[0]["prepared_extended"] > 0
+    # the summarizer was asked before the call that folded, and not again on it: no wait on the critical path
+    started = [at for at, _prompt in summarizer._calls]
+    assert started[0] < fold_call
+    assert fold_call not in started
+    assert len(summarizer._calls) == len(folds)  # nothing asked twice, nothing wasted
+    prepare = _events(tmp_path, "fold_prepare")
+    assert prepare[0]["started"] is True
+    assert prepare[0]["fold"] == 1
+    # the fold applied the prepared summary, with the facts of exactly the turns it folded
+    view = views.views[fold_call]
+    assert "from the summarizer, summary 1" in view[0].content
+    assert EXTENSION_HEADING in view[0].content
+    record = Folds.from_state(agent.get_state(config).values).records[0]
+    messages = agent.get_state(config).values["messages"]
+    upto = next(i for i, m in enumerate(messages) if m.id == record.upto)
+    assert record.facts == gather(Facts(), messages[: upto + 1]).to_dict()
+    assert view[1].id == messages[upto + 1].id  # the view goes on right after the folded turns
+    history = (tmp_path / "conversation_history" / "prepared.md").read_text(encoding="utf-8")
+    assert "Never touch tests/legacy." in history
+
+
+def test_without_preparing_the_summarizer_runs_on_the_call_that_folds(tmp_path: Path) -> None:
+    agent, _views, summarizer = _agent(tmp_path, [*_steps(16), AIMessage("done")], ContextPolicy(fold_prepare_ahead=0))
+    config = {"configurable": {"thread_id": "inline"}}
+    agent.invoke({"messages": [HumanMessage("go")]}, config)
+    folds = _fold_calls(agent, config)
+    assert [at for at, _prompt in summarizer._calls] == folds  # each one asked on the very call that folded
+    assert not _events(tmp_path, "fold_prepare")
+    assert all(not c.get("prepared") for c in _events(tmp_path, "context_compaction"))
+
+
+def _prepared_then_paused(
+    tmp_path: Path, then: list[AIMessage] | None = None
+) -> tuple[Any, Views, Summarizer, dict[str, Any]]:
+    """A thread past the pre-fold point, its summary prepared, paused before the fold is due."""
+    rest = then if then is not None else [*_steps(14, start=12), AIMessage("done")]
+    agent, views, summarizer = _agent(tmp_path, [*_steps(12), AIMessage("paused"), *rest], ContextPolicy())
+    config = {"configurable": {"thread_id": "stale"}}
+    agent.invoke({"messages": [HumanMessage("Fix the parser.")]}, config)
+    assert _fold_calls(agent, config) == []
+    assert len(summarizer._calls) == 1  # prepared, not applied yet
+    return agent, views, summarizer, config
+
+
+def test_a_preparation_whose_turns_changed_is_never_applied(tmp_path: Path) -> None:
+    agent, views, summarizer, config = _prepared_then_paused(tmp_path)
+    first = next(m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage))
+    edited = ToolMessage("page 0: EDITED AFTER THE SUMMARY WAS PREPARED", tool_call_id=first.tool_call_id, id=first.id)
+    agent.update_state(config, {"messages": [edited]})  # same id, other content: what was summarized is gone
+
+    agent.invoke({"messages": [HumanMessage("Go on.")]}, config)
+    (fold_call, *_rest) = _fold_calls(agent, config)
+    discarded = [e for e in _events(tmp_path, "fold_prepare") if e.get("discarded")]
+    assert [e["discarded"] for e in discarded] == ["the thread changed under it"]
+    # summarized again, from the thread as it is now; the stale summary is nowhere in the view
+    assert len(summarizer._calls) >= 2
+    assert "EDITED AFTER THE SUMMARY WAS PREPARED" in summarizer._calls[1][1]
+    assert "EDITED AFTER THE SUMMARY WAS PREPARED" not in summarizer._calls[0][1]
+    assert "summary 1" not in views.views[fold_call][0].content
+    assert "from the summarizer, summary 2" in views.views[fold_call][0].content
+
+
+def test_a_preparation_made_before_another_fold_is_never_applied(tmp_path: Path) -> None:
+    agent, _views, _summarizer, config = _prepared_then_paused(tmp_path)
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+    trace = tmp_path / "trace.sqlite"
+    compact(agent, config, summarizer="deterministic", backend=backend, trace=trace, policy=ContextPolicy())
+
+    agent.invoke({"messages": [HumanMessage("Go on.")]}, config)
+    records = Folds.from_state(agent.get_state(config).values).records
+    assert len(records) >= 2
+    assert records[0].summarizer == "deterministic"  # the compaction
+    assert "from the summarizer, summary 2" in records[1].summary  # prepared again after it
+    assert not any("summary 1" in r.summary for r in records)
+    assert any(e.get("discarded") for e in _events(tmp_path, "fold_prepare"))
+
+
+@pytest.mark.parametrize("focus", ["the lexer's dialect table", None])
+def test_a_compaction_asked_with_a_focus_is_summarized_with_it(tmp_path: Path, focus: str | None) -> None:
+    ask = AIMessage("", tool_calls=[{"name": "compact_conversation", "args": {"focus": focus}, "id": "k1"}])
+    agent, views, summarizer, config = _prepared_then_paused(tmp_path, [ask, AIMessage("done")])
+    agent.invoke({"messages": [HumanMessage("Compact, then go on.")]}, config)
+    (fold_call,) = _fold_calls(agent, config)
+    fold = next(c for c in _events(tmp_path, "context_compaction") if c["ok"])
+    assert fold["forced"] is True
+    if focus is not None:  # the prepared summary knew nothing of the focus: written again, with it, on the spot
+        assert [e.get("discarded") for e in _events(tmp_path, "fold_prepare")][
+            -1
+        ] == "this fold was asked for with a focus"
+        assert len(summarizer._calls) == 2
+        assert summarizer._calls[1][0] == fold_call
+        assert f"Focus especially on: {focus}" in summarizer._calls[1][1]
+        assert not fold.get("prepared")
+    else:  # without one, the prepared summary serves, extended to the last step
+        assert len(summarizer._calls) == 1
+        assert fold["prepared"] is True
+        assert "from the summarizer, summary 1" in views.views[fold_call][0].content
+
+
+@pytest.mark.parametrize("value", [-0.1, 0.85, 0.9, "0.1", True])
+def test_a_bad_prepare_point_is_refused(value: Any) -> None:
+    with pytest.raises(ValueError, match="fold_prepare_ahead"):
+        ContextPolicy(fold_prepare_ahead=value)

@@ -1,0 +1,120 @@
+"""The gauge, told to the model: a note when the window fills past warn and critical, never costing the cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from ctxwarden import ContextPolicy, context_middleware
+from ctxwarden.core.gauge_note import NOTE_SOURCE, RANK
+from ctxwarden.observe import context_report
+from ctxwarden.replay import scripted_model
+from views import Views
+
+WINDOW = 6_000
+THOUGHT = "Let me think about the parser carefully. " * 40  # ~400 tokens of assistant text: clearing cannot touch it
+POLICY = ContextPolicy(window=WINDOW, summarize_at=0.95)  # folds only past critical: the gauge goes ok, warn, critical
+
+
+@tool
+def fetch(page: int) -> str:
+    """Fetch a page."""
+    return f"page {page}: " + "data " * 20
+
+
+def _run(tmp_path: Path, policy: ContextPolicy, steps: int = 30) -> tuple[Any, Views, dict[str, Any]]:
+    replies = [
+        AIMessage(THOUGHT, tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"f{i}"}]) for i in range(steps)
+    ]
+    views = Views()
+    middleware = context_middleware(state_dir=tmp_path, summarizer="deterministic", policy=policy)
+    model = scripted_model([*replies, AIMessage("done")], window=WINDOW)
+    agent = create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "gauge"}}
+    agent.invoke({"messages": [HumanMessage("Fix the parser.")]}, config)
+    return agent, views, config
+
+
+def _notes(view: list[Any]) -> list[str]:
+    return [m.content for m in view if m.additional_kwargs.get("lc_source") == NOTE_SOURCE]
+
+
+def _bytes(view: list[Any]) -> list[str]:
+    return [json.dumps(m.model_dump(), sort_keys=True, default=str) for m in view]
+
+
+def test_a_note_appears_exactly_where_the_gauge_rises(tmp_path: Path) -> None:
+    agent, views, config = _run(tmp_path, POLICY)
+    messages = agent.get_state(config).values["messages"]
+    stamps = [m.response_metadata["ctxwarden"] for m in messages if isinstance(m, AIMessage)]
+    levels = [s["gauge"] for s in stamps]
+    assert {"warn", "critical"} <= set(levels)
+    assert "context_compaction" in {e for s in stamps for e in s["events"]}
+
+    seen: set[str] = set()
+    new_per_call = []
+    for view in views.views:
+        new = [n for n in _notes(view) if n not in seen]
+        seen.update(new)
+        new_per_call.append(new)
+    rises = [i for i in range(len(levels)) if RANK[levels[i]] > RANK[levels[i - 1] if i else "ok"]]
+    assert [i for i, new in enumerate(new_per_call) if new] == rises
+    assert all(len(new_per_call[i]) == 1 for i in rises)
+    assert len(rises) >= 3  # ok -> warn, warn -> critical, and again after the fold brought it down
+    for i in rises:
+        (note,) = new_per_call[i]
+        assert views.views[i][-1].content == note  # after the newest message
+        assert f"gauge {levels[i]}" in note
+        assert "recall(query=...)" in note
+        assert "compact_conversation(focus=...)" in note
+        assert stamps[i]["gauge_note"] == note  # recorded on the call that carried it
+    warn_note = new_per_call[rises[0]][0]
+    assert "folds older turns into a summary at 95%" in warn_note
+    # the notes ride on the calls only: the checkpointed thread never holds one
+    assert not any(m.additional_kwargs.get("lc_source") == NOTE_SOURCE for m in messages)
+
+
+def test_the_note_never_changes_the_bytes_an_earlier_call_sent(tmp_path: Path) -> None:
+    agent, views, config = _run(tmp_path, POLICY)
+    messages = agent.get_state(config).values["messages"]
+    stamps = [m.response_metadata["ctxwarden"] for m in messages if isinstance(m, AIMessage)]
+    kept = 0
+    for i in range(1, len(views.views)):
+        if {"context_clear", "context_compaction"} & set(stamps[i]["events"]):
+            continue  # clearing and folding move the cached prefix by design, in batches
+        before, after = _bytes(views.views[i - 1]), _bytes(views.views[i])
+        assert after[: len(before)] == before, f"call {i} does not begin with what call {i - 1} sent"
+        kept += bool(_notes(views.views[i - 1]))
+    assert kept >= 3  # calls that followed a call with a note still began with it, byte for byte
+    # a fold takes the notes with the turns they followed; the gauge that fell does not keep stale ones
+    fold = next(i for i, s in enumerate(stamps) if "context_compaction" in s["events"])
+    assert not _notes(views.views[fold])
+
+
+def test_no_notes_when_the_policy_says_so(tmp_path: Path) -> None:
+    _agent, views, _config = _run(tmp_path, POLICY.replace(gauge_notes=False))
+    assert not any(_notes(view) for view in views.views)
+
+
+def test_the_context_report_shows_the_notes_the_agent_received(tmp_path: Path) -> None:
+    agent, views, config = _run(tmp_path, POLICY)
+    report = context_report(agent, config, trace=tmp_path / "trace.sqlite", policy=POLICY)
+    received = {n for view in views.views for n in _notes(view)}
+    assert {n["note"] for n in report.gauge_notes} == received
+    assert [n["gauge"] for n in report.gauge_notes][:2] == ["warn", "critical"]
+    text = report.to_text()
+    assert "gauge notes the model received: call " in text
+    assert report.to_dict()["gauge_notes"] == [dict(n) for n in report.gauge_notes]
+
+
+@pytest.mark.parametrize("value", [1, "yes", None])
+def test_a_bad_gauge_notes_value_is_refused(value: Any) -> None:
+    with pytest.raises(ValueError, match="gauge_notes"):
+        ContextPolicy(gauge_notes=value)
