@@ -259,7 +259,8 @@ def build(
         slot = _SlotContextEditing()
     else:
         policy = {
-            "deferred": ContextPolicy(clear_min_batch_share=0.5),
+            # the deferred state alone: a fold prepared ahead is a background summary, measured by fold_latency
+            "deferred": ContextPolicy(clear_min_batch_share=0.5, fold_prepare_ahead=0),
             "cost-first": ContextPolicy.cost_first(),
         }.get(case, ContextPolicy())
         kwargs: dict[str, Any] = _admit_files(folder) if case == "admit" else {}
