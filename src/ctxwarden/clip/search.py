@@ -5,8 +5,8 @@ call it was. An agent usually remembers a detail instead: an error message, a pa
 function name. So recall also searches, line by line, everything this conversation has
 held: every tool result (an evicted one from its file, whole), every call's arguments,
 the user's and the agent's messages (folded turns included: the thread keeps them), the
-thread's own offloaded files (a subagent's evictions, its history files, a fork's copy of
-its parent's history), and, in a fork, its parent's thread, read-only.
+thread's own offloaded files its messages do not hold (a subagent's evictions and history
+files), and, in a fork, its parent's thread, read-only.
 
 Each hit names its call id, tool, turn (the agent's n-th model call) and line, and what
 became of it (cleared, clipped, evicted, folded). A hit the model still sees is marked
@@ -28,6 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from ctxwarden.clip.evict import RECALL_TOOL, decode, text_of
 from ctxwarden.clip.names import LARGE_RESULTS_DIR, safe_component
 from ctxwarden.clip.placeholders import is_cleared
+from ctxwarden.core.gauge_note import NOTE_SOURCE
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import content_text, value_text
 
@@ -43,7 +44,7 @@ LINE_CHARS = 240
 HISTORY_DIR = "conversation_history"
 """Where folds write the turns they fold (see `ctxwarden.fold.history`)."""
 
-VIEW_SOURCES = frozenset({"summarization", "ctxwarden_gauge_note"})
+VIEW_SOURCES = frozenset({"summarization", NOTE_SOURCE})
 """`lc_source` of messages that are views of others (fold summaries, gauge notes): not searched."""
 
 Reader = Callable[[Sequence[str]], Mapping[str, str]]
