@@ -73,10 +73,10 @@ def test_one_batch_down_to_forty_percent_newest_kept_raw_state_untouched(tmp_pat
     for batch in batches:
         assert batch.payload["tokens_before"] > 0.60 * WINDOW
         assert batch.payload["tokens_after"] <= 0.40 * WINDOW
-    # every call stayed under the window, and each kept its newest 3 results verbatim
+    # every call stayed under the window, and each kept its newest results verbatim
     for view in views.views:
         results = [m for m in view if isinstance(m, ToolMessage)]
-        assert all(m.content.startswith("page ") for m in results[-3:])
+        assert all(m.content.startswith("page ") for m in results[-ContextPolicy().keep_tool_results :])
     stamps = [m.response_metadata["ctxwarden"] for m in out["messages"] if isinstance(m, AIMessage)]
     assert max(s["input_tokens"] for s in stamps) <= 0.60 * WINDOW + 600  # at most one result past the trigger
     # the checkpointed thread still holds every original result; the boundary is private state
@@ -140,7 +140,7 @@ def test_old_large_arguments_are_clipped_and_recalled_exactly() -> None:
     callers = [m for m in final if isinstance(m, AIMessage) and m.tool_calls]
     clipped = [m for m in callers if str(m.tool_calls[0]["args"].get("content", "")).startswith("[clipped")]
     assert clipped
-    for message in callers[-3:]:  # the newest calls keep their arguments
+    for message in callers[-ContextPolicy().keep_tool_results :]:  # the newest calls keep their arguments
         assert message.tool_calls[0]["args"]["content"].startswith("def f()")
     for message in clipped:  # ids, names and the other arguments stay valid
         call = message.tool_calls[0]

@@ -120,7 +120,7 @@ def test_clearing_prefers_a_superseded_result_over_an_older_one() -> None:
     for i, command in enumerate(calls):
         messages.append(AIMessage("", tool_calls=[{"name": "bash", "args": {"command": command}, "id": f"c{i}"}]))
         messages.append(ToolMessage(bash.invoke({"command": command}), tool_call_id=f"c{i}", name="bash"))
-    layer = ClearLayer(ContextPolicy(), METER)
+    layer = ClearLayer(ContextPolicy(keep_tool_results=3), METER)
     order = [call_id for kind, call_id, _saving in layer._candidates(messages, Boundary(), NO_MASK) if kind == "result"]
     assert order[0] == "c1"  # the first `pytest -q` was run again later: it goes first
     assert order[1:] == ["c0", "c2", "c3", "c4"]  # then oldest first; the newest three stay

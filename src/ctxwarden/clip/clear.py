@@ -242,7 +242,7 @@ class ClearLayer:
         }
         stale = superseded(messages)
         results = [m for m in messages if isinstance(m, ToolMessage)]
-        keep_results = {m.tool_call_id for m in newest(results, policy.keep_tool_results)}
+        keep_results = kept_results(messages, results, policy.keep_tool_results)
         callers = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
         keep_callers = {id(m) for m in newest(callers, policy.keep_tool_results)}
         cleared, clipped = set(boundary.results) | masked.results, set(boundary.args) | masked.args
@@ -348,6 +348,16 @@ def newest(items: Sequence[T], count: int) -> Sequence[T]:
     return items[max(0, len(items) - count) :] if count > 0 else ()
 
 
+def kept_results(messages: Sequence[BaseMessage], results: Sequence[ToolMessage], keep: int) -> set[str]:
+    """Call ids of the results clearing never touches: the newest `keep`, and with any kept, every result of the
+    newest step (a step of parallel calls is read as one)."""
+    if keep <= 0:
+        return set()
+    ids = {m.tool_call_id for m in newest(results, keep)}
+    latest = next((m for m in reversed(messages) if isinstance(m, AIMessage) and m.tool_calls), None)
+    return ids | {str(c.get("id")) for c in latest.tool_calls} if latest is not None else ids
+
+
 def superseded(messages: Sequence[BaseMessage]) -> set[str]:
     """Ids of calls whose result a later call made stale: the same call made again, or a file read then written."""
     later: set[str] = set()
@@ -385,4 +395,4 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
-__all__ = ["CLIP_STATE_KEY", "Boundary", "ClearLayer", "ClipState", "current_view", "last_view"]
+__all__ = ["CLIP_STATE_KEY", "Boundary", "ClearLayer", "ClipState", "current_view", "kept_results", "last_view"]

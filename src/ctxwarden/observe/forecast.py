@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from ctxwarden.clip.clear import kept_results
 from ctxwarden.clip.placeholders import is_cleared
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
@@ -113,7 +114,7 @@ def out_of_reach(messages: Sequence[BaseMessage], meter: TokenMeter, policy: Con
     `messages` is the view the next call starts from (folds and earlier batches applied).
     """
     results = [m for m in messages if isinstance(m, ToolMessage) and not is_cleared(m)]
-    newest = {id(m) for m in results[len(results) - policy.keep_tool_results :]} if policy.keep_tool_results else set()
+    newest = kept_results(messages, results, policy.keep_tool_results)
     names = {str(c["id"]): c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
     pinned = set(policy.clear_exclude_tools)
     reach = {
@@ -124,7 +125,7 @@ def out_of_reach(messages: Sequence[BaseMessage], meter: TokenMeter, policy: Con
     for result in results:
         if (result.name or names.get(result.tool_call_id)) in pinned:
             reach["pinned tools' results"] += meter.message_tokens(result)
-        elif id(result) in newest:
+        elif result.tool_call_id in newest:
             reach[f"the newest {policy.keep_tool_results} tool results"] += meter.message_tokens(result)
     callers = [m for m in messages if isinstance(m, AIMessage)]
     recent = {id(m) for m in [m for m in callers if m.tool_calls][-policy.keep_tool_results :]}

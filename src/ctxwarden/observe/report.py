@@ -27,6 +27,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableConfig
 
 from ctxwarden.admit.layer import ADMIT_STAMP_KEY
+from ctxwarden.clip.clear import kept_results
 from ctxwarden.clip.placeholders import is_cleared
 from ctxwarden.core.gauge import GaugeLevel, gauge_level
 from ctxwarden.core.gauge_note import NOTE_STAMP_KEY
@@ -325,7 +326,8 @@ def _count_by_role(messages: Sequence[BaseMessage], meter: TokenMeter) -> dict[s
 def _clearable(messages: Sequence[BaseMessage], meter: TokenMeter, policy: ContextPolicy) -> int:
     results = [m for m in messages if isinstance(m, ToolMessage) and m.name not in policy.clear_exclude_tools]
     results = [m for m in results if not is_cleared(m)]
-    older = results[: max(0, len(results) - policy.keep_tool_results)]  # the newest `keep_tool_results` stay, always
+    kept = kept_results(messages, results, policy.keep_tool_results)  # the newest stay, always
+    older = [m for m in results if m.tool_call_id not in kept]
     return sum(max(0, meter.message_tokens(m) - PLACEHOLDER_TOKENS) for m in older)
 
 
