@@ -12,9 +12,9 @@ from langchain_core.tools import tool
 
 from ctxwarden import ContextPolicy, ThreadIsolatedBackend, create_context_agent
 from ctxwarden.clip import make_recall_tool, result_path
-from ctxwarden.clip.evict import text_of
 from ctxwarden.clip.names import call_key
 from ctxwarden.core.stamp import METADATA_KEY
+from ctxwarden.core.text import text_of
 from ctxwarden.observe import TraceStore
 from ctxwarden.replay import scripted_model
 

@@ -41,7 +41,7 @@ def _positive_int(text: str) -> int:
 
 
 def _state_dir_option(parser: argparse.ArgumentParser) -> None:
-    from ctxwarden.stack.build import DEFAULT_STATE_DIR
+    from ctxwarden.core.layout import DEFAULT_STATE_DIR
 
     parser.add_argument(
         "--state-dir",

@@ -23,11 +23,10 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxwarden.clip.names import LARGE_RESULTS_DIR, safe_component
+from ctxwarden.core.layout import HISTORY_DIR, LARGE_RESULTS_DIR, safe_component
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.errors import CtxwardenError
-from ctxwarden.fold.history import HISTORY_DIR
 from ctxwarden.fold.state import SUMMARY_SOURCE, Folds, is_summary
 
 PRIVATE_PREFIX = "ctxwarden_"
