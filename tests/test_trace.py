@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ctxwarden.observe import TraceEvent, TraceRecorder, TraceStore
-from ctxwarden.observe.migrations import MIGRATIONS
+from ctxwarden.trace.migrations import MIGRATIONS
 
 EXPECTED_COLUMNS = [
     # name, type, notnull, default, primary key

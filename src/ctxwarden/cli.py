@@ -153,7 +153,7 @@ def _damaged(path: Path, exc: BaseException) -> str:
 
 def _postgres_url(url: str | None) -> str | None:
     """`url` when it names Postgres; anything else is refused with the fix."""
-    from ctxwarden.observe.pg_trace import URL_SCHEMES
+    from ctxwarden.trace.postgres import URL_SCHEMES
 
     if url is not None and not url.startswith(URL_SCHEMES):
         raise CtxwardenError(f"--url {url!r} is not a postgresql:// URL. Fix: pass postgresql://USER@HOST:PORT/DB.")

@@ -20,19 +20,19 @@ from deepagents.backends import FilesystemBackend
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
-from ctxwarden.core.layout import CHECKPOINTS_FILE, DEFAULT_STATE_DIR
+from ctxwarden.core.layout import CHECKPOINTS_FILE, DEFAULT_STATE_DIR, TRACE_FILE
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.curate.fork import Unit, carried_values, carry_offloaded, list_units, seed_messages
 from ctxwarden.curate.lineage import fork_state
 from ctxwarden.fold.compact import acompact, compact
 from ctxwarden.fold.state import FoldRecord
-from ctxwarden.observe.recorder import TraceRecorder
 from ctxwarden.observe.report import ContextReport, acontext_report, context_report
-from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.build import create_context_agent
 from ctxwarden.stack.checkpoints import SqliteCheckpointer, open_checkpointer
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
+from ctxwarden.trace.recorder import TraceRecorder
+from ctxwarden.trace.store import TraceStore
 from ctxwarden.writes import seed_thread
 
 DEFAULT_THREAD = "main"

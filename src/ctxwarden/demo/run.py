@@ -26,18 +26,18 @@ from langchain_core.runnables import RunnableConfig
 from ctxwarden.clip.recoverability import check_outputs
 from ctxwarden.core.extras import require
 from ctxwarden.core.gauge import gauge_level
-from ctxwarden.core.layout import DEFAULT_STATE_DIR
+from ctxwarden.core.layout import DEFAULT_STATE_DIR, TRACE_FILE
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.stamp import METADATA_KEY, is_evicted
 from ctxwarden.fold.engine import DETERMINISTIC
 from ctxwarden.observe.plot import usage_plot
 from ctxwarden.observe.report import ContextReport, build_report
-from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.replay.driver import replay_into
 from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording, load_recording
 from ctxwarden.replay.tools import replay_tools
 from ctxwarden.stack.build import create_context_agent
+from ctxwarden.trace.store import TraceStore
 from ctxwarden.view import last_call_view
 
 if TYPE_CHECKING:

@@ -22,6 +22,7 @@ from langgraph.prebuilt import InjectedState
 from langgraph.types import Command
 
 from ctxwarden.clip.clear import CLIP_STATE_KEY, current_view
+from ctxwarden.core.layout import TRACE_FILE
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.parts import parts_of
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
@@ -29,9 +30,9 @@ from ctxwarden.core.stamp import last_stamped
 from ctxwarden.errors import CtxwardenError, WindowUnknownError
 from ctxwarden.fold.engine import DETERMINISTIC, Folder, FoldInput
 from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, folded_view
-from ctxwarden.observe.recorder import TraceRecorder
 from ctxwarden.observe.thread import aread_values, open_state_dir, read_values, state_dir_of, thread_id_of
-from ctxwarden.observe.trace import TRACE_FILE, TraceStore
+from ctxwarden.trace.recorder import TraceRecorder
+from ctxwarden.trace.store import TraceStore
 from ctxwarden.writes import COMPACTED_AFTER, awrite_state, write_state
 
 COMPACT_TOOL = "compact_conversation"

@@ -8,10 +8,17 @@ from a layer must not pull in the stack that imports that layer.
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from ctxwarden.observe.pg_trace import PostgresTraceStore  # registers the Postgres trace with TraceStore(target)
-from ctxwarden.observe.recorder import TraceRecorder
+from ctxwarden.core.layout import TRACE_FILE
 from ctxwarden.observe.thread import UnknownThreadError, read_messages
-from ctxwarden.observe.trace import KINDS, TRACE_FILE, SqliteTraceStore, TraceError, TraceEvent, TraceStore
+from ctxwarden.trace import (
+    KINDS,
+    PostgresTraceStore,
+    SqliteTraceStore,
+    TraceError,
+    TraceEvent,
+    TraceRecorder,
+    TraceStore,
+)
 
 if TYPE_CHECKING:
     from ctxwarden.observe.report import CATEGORIES, ContextReport, acontext_report, build_report, context_report

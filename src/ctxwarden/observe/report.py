@@ -30,6 +30,7 @@ from ctxwarden.admit.layer import ADMIT_STAMP_KEY
 from ctxwarden.clip.placeholders import is_cleared
 from ctxwarden.core.gauge import GaugeLevel, gauge_level
 from ctxwarden.core.gauge_note import NOTE_STAMP_KEY
+from ctxwarden.core.layout import TRACE_FILE
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.parts import parts_of
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
@@ -39,8 +40,8 @@ from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.state import FOLD_STATE_KEY, is_summary
 from ctxwarden.observe import forecast as forecasting
 from ctxwarden.observe.thread import UnknownThreadError, aread_values, read_values, state_dir_of, thread_id_of
-from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.discover import checkpointer_of, trace_of
+from ctxwarden.trace.store import TraceStore
 from ctxwarden.view import model_view
 from ctxwarden.writes import COMPACTED_AFTER
 

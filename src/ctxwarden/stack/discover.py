@@ -30,9 +30,9 @@ from langchain.agents.middleware.types import ModelRequest
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ctxwarden.core.layers import CallBudget, LayerEdit
-from ctxwarden.observe.trace import TraceStore
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
 from ctxwarden.stack.middleware import ContextWindowMiddleware
+from ctxwarden.trace.store import TraceStore
 
 T = TypeVar("T")
 

@@ -48,9 +48,9 @@ from ctxwarden.core.stream import emit_layer_events
 from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import ContextStillTooLargeError, is_context_overflow
 from ctxwarden.fold.compact import make_compact_tool
-from ctxwarden.observe.recorder import PendingEvent, TraceRecorder
 from ctxwarden.stack.pick import ModelPicker
 from ctxwarden.stack.search_scope import ThreadScope
+from ctxwarden.trace.recorder import PendingEvent, TraceRecorder
 from ctxwarden.view import ContextState
 
 SLOT_NAME = "SummarizationMiddleware"

@@ -17,7 +17,7 @@ from typing import Any
 
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.runtime import step_context
-from ctxwarden.observe.trace import TraceEvent, TraceStore
+from ctxwarden.trace.store import TraceEvent, TraceStore
 
 logger = logging.getLogger("ctxwarden.trace")
 

@@ -12,7 +12,7 @@ table and the names of the migrations:
   "database is locked". A lock held far longer than any append takes (about 20 s with the
   defaults: `busy_timeout_s` per try, `retries` retries) means something else is wrong:
   the event is given up, the run goes on.
-- Postgres (`ctxwarden.observe.pg_trace`): the database several workers already share.
+- Postgres (`ctxwarden.trace.postgres`): the database several workers already share.
 
 Like `pathlib.Path`, `TraceStore(target)` opens the store its target names: a file path
 gives SQLite; a `postgresql://` URL, a psycopg connection or a connection pool gives
@@ -35,9 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxwarden.errors import CtxwardenError
-from ctxwarden.observe.migrations import MIGRATIONS, applied, migrate
-
-TRACE_FILE = "trace.sqlite"
+from ctxwarden.trace.migrations import MIGRATIONS, applied, migrate
 
 KINDS = (
     "model_usage",
@@ -359,7 +357,6 @@ __all__ = [
     "COLUMNS",
     "KINDS",
     "LIFECYCLE_KINDS",
-    "TRACE_FILE",
     "SqliteTraceStore",
     "TraceError",
     "TraceEvent",
