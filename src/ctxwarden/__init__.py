@@ -26,7 +26,7 @@ from ctxwarden.errors import (
     TrajectoryFormatError,
     WindowUnknownError,
 )
-from ctxwarden.fold import DETERMINISTIC, FoldRecord, acompact, compact
+from ctxwarden.fold import DETERMINISTIC, FoldRecord
 from ctxwarden.observe import (
     ContextReport,
     TraceEvent,
@@ -49,8 +49,8 @@ from ctxwarden.stack import (
     context_middleware,
     create_context_agent,
     managed_subagents,
-    open_checkpointer,
 )
+from ctxwarden.thread import acompact, compact, open_checkpointer
 
 __version__ = "0.1.0.dev0"
 

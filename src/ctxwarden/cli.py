@@ -197,7 +197,7 @@ def _print_report(report: Any) -> None:
 
 def _threads(args: argparse.Namespace) -> int:
     from ctxwarden.observe import TRACE_FILE, TraceError, TraceStore, UnknownThreadError, context_report
-    from ctxwarden.observe.thread import known_threads, open_state_dir
+    from ctxwarden.thread.read import known_threads, open_state_dir
 
     try:
         saver = open_state_dir(args.state_dir)
@@ -230,7 +230,7 @@ def _threads(args: argparse.Namespace) -> int:
                 }
             )
     finally:
-        saver.conn.close()  # type: ignore[attr-defined]
+        saver.conn.close()
     if args.json:
         for row in rows:
             sys.stdout.write(json.dumps(row) + "\n")

@@ -25,15 +25,16 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.curate.fork import Unit, carried_values, carry_offloaded, list_units, seed_messages
 from ctxwarden.curate.lineage import fork_state
-from ctxwarden.fold.compact import acompact, compact
+from ctxwarden.errors import ForkError
 from ctxwarden.fold.state import FoldRecord
 from ctxwarden.observe.report import ContextReport, acontext_report, context_report
 from ctxwarden.stack.build import create_context_agent
-from ctxwarden.stack.checkpoints import SqliteCheckpointer, open_checkpointer
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
+from ctxwarden.thread.checkpoints import SqliteCheckpointer, open_checkpointer
+from ctxwarden.thread.compaction import acompact, compact
+from ctxwarden.thread.write import seed_thread
 from ctxwarden.trace.recorder import TraceRecorder
 from ctxwarden.trace.store import TraceStore
-from ctxwarden.writes import seed_thread
 
 DEFAULT_THREAD = "main"
 
@@ -202,7 +203,7 @@ class Session:
         new_thread = thread_id or f"{self.thread_id}-fork-{uuid.uuid4().hex[:8]}"
         target: RunnableConfig = {"configurable": {"thread_id": new_thread}}
         if self.checkpointer.get_tuple(target) is not None:
-            raise ValueError(f"thread {new_thread!r} already exists in {self.state_dir}; pick another thread_id.")
+            raise ForkError(f"thread {new_thread!r} already exists in {self.state_dir}. Fix: pick another thread_id.")
         seed = carry_offloaded(self.backend, seed, self.thread_id, new_thread)
         seeded = {**carried_values(values), **fork_state(self.thread_id), "messages": seed}
         seed_thread(self.checkpointer, target, seeded)

@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from ctxwarden.core.text import one_line, text_of
 from ctxwarden.core.window import model_name
+from ctxwarden.errors import SummarizerError, SummarizerTimeoutError
 from ctxwarden.fold.state import is_summary
 from ctxwarden.fold.transcript import transcript
 
@@ -118,7 +119,7 @@ async def amodel_summary(model: Any, prompt: str, *, retries: int, timeout: floa
             try:
                 reply = await asyncio.wait_for(model.ainvoke([HumanMessage(prompt)]), timeout)
             except TimeoutError:
-                raise TimeoutError(_timed_out(timeout)) from None
+                raise SummarizerTimeoutError(_timed_out(timeout)) from None
             return _from_reply(model, reply)
         except Exception as exc:  # any provider failure falls back, after the retries
             error = exc
@@ -147,14 +148,17 @@ def _call_with_timeout(call: Callable[[], Any], timeout: float | None) -> Any:
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
-        raise TimeoutError(_timed_out(timeout))
+        raise SummarizerTimeoutError(_timed_out(timeout))
     if "error" in outcome:
         raise outcome["error"]
     return outcome["reply"]
 
 
 def _timed_out(timeout: float | None) -> str:
-    return f"the summarizer did not answer within {timeout:g} s (ContextPolicy.summarizer_timeout)"
+    return (
+        f"the summarizer did not answer within {timeout:g} s (ContextPolicy.summarizer_timeout). "
+        "Fix: raise summarizer_timeout, or pass a faster summarizer."
+    )
 
 
 def _from_reply(model: Any, reply: Any) -> Summary:
@@ -164,7 +168,10 @@ def _from_reply(model: Any, reply: Any) -> Summary:
         else "\n".join(str(b.get("text", "")) for b in reply.content if isinstance(b, dict))
     )
     if not text.strip():
-        raise ValueError("the summarizer returned an empty summary")
+        raise SummarizerError(
+            f"the summarizer {model_name(model)!r} returned an empty summary. Fix: check the model answers plain text "
+            "to the fold prompt, or pass summarizer='deterministic'."
+        )
     usage = dict(reply.usage_metadata) if getattr(reply, "usage_metadata", None) else None
     return Summary(text.strip(), model_name(model), fallback=False, usage=usage)
 

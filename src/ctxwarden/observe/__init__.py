@@ -9,7 +9,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from ctxwarden.core.layout import TRACE_FILE
-from ctxwarden.observe.thread import UnknownThreadError, read_messages
+from ctxwarden.errors import UnknownThreadError
+from ctxwarden.thread.read import read_messages
 from ctxwarden.trace import (
     KINDS,
     PostgresTraceStore,

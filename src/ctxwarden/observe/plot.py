@@ -19,7 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from ctxwarden.core.extras import require
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.core.stamp import is_evicted, stamp_of
-from ctxwarden.observe.thread import read_messages
+from ctxwarden.thread.read import read_messages
 
 
 def call_series(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:

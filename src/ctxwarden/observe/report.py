@@ -36,14 +36,15 @@ from ctxwarden.core.parts import parts_of
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.core.stamp import last_stamped, stamps
 from ctxwarden.core.window import resolve_window
-from ctxwarden.errors import WindowUnknownError
+from ctxwarden.errors import UnknownThreadError, WindowUnknownError
 from ctxwarden.fold.state import FOLD_STATE_KEY, is_summary
 from ctxwarden.observe import forecast as forecasting
-from ctxwarden.observe.thread import UnknownThreadError, aread_values, read_values, state_dir_of, thread_id_of
-from ctxwarden.stack.discover import checkpointer_of, trace_of
+from ctxwarden.stack.discover import trace_of
+from ctxwarden.thread.checkpoints import checkpointer_of
+from ctxwarden.thread.read import aread_values, read_values, state_dir_of, thread_id_of
+from ctxwarden.thread.view import model_view
+from ctxwarden.thread.write import COMPACTED_AFTER
 from ctxwarden.trace.store import TraceStore
-from ctxwarden.view import model_view
-from ctxwarden.writes import COMPACTED_AFTER
 
 CATEGORIES = (
     "system prompt",

@@ -35,14 +35,14 @@ from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.errors import BuildArgumentError, CtxwardenError
 from ctxwarden.fold.engine import DETERMINISTIC, Folder
 from ctxwarden.fold.layer import FoldedView, FoldLayer
-from ctxwarden.stack.checkpoints import open_checkpointer
 from ctxwarden.stack.discover import AgentBackend, FindBackendLayer
 from ctxwarden.stack.isolation import ThreadIsolatedBackend, normalized
 from ctxwarden.stack.middleware import SLOT_NAME, ContextWindowMiddleware
 from ctxwarden.stack.pick import ModelPicker, model_from_context
+from ctxwarden.thread.checkpoints import open_checkpointer
+from ctxwarden.thread.view import ContextState
 from ctxwarden.trace.recorder import TraceRecorder
 from ctxwarden.trace.store import TraceStore
-from ctxwarden.view import ContextState
 
 
 def validate_arguments(*, policy: Any = None, summarizer: Any = None) -> None:

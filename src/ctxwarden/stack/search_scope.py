@@ -26,9 +26,9 @@ from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
 from ctxwarden.curate.fork import relocated
 from ctxwarden.curate.lineage import ancestors
-from ctxwarden.observe.thread import reader_graph
 from ctxwarden.stack.isolation import ThreadIsolatedBackend, owner_of
-from ctxwarden.view import model_view
+from ctxwarden.thread.read import reader_graph
+from ctxwarden.thread.view import model_view
 
 
 class ThreadScope:

@@ -4,9 +4,10 @@ The lowest package above `core`: every layer and the stack may record to it, and
 here knows about the layers. The /context report reads it from above (`ctxwarden.report`).
 """
 
+from ctxwarden.errors import TraceError
 from ctxwarden.trace.postgres import PostgresTraceStore  # registers the Postgres trace with TraceStore(target)
 from ctxwarden.trace.recorder import TraceRecorder
-from ctxwarden.trace.store import KINDS, SqliteTraceStore, TraceError, TraceEvent, TraceStore
+from ctxwarden.trace.store import KINDS, SqliteTraceStore, TraceEvent, TraceStore
 
 __all__ = [
     "KINDS",

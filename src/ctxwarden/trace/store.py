@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxwarden.errors import CtxwardenError
+from ctxwarden.errors import TraceError
 from ctxwarden.trace.migrations import MIGRATIONS, applied, migrate
 
 KINDS = (
@@ -82,10 +82,6 @@ class TraceEvent:
         return TraceEvent(
             self.kind, self.payload, self.thread_id, self.namespace, self.run_id, self.model, self.ts, new_event_id()
         )
-
-
-class TraceError(CtxwardenError):
-    """The trace cannot be opened or fails verification."""
 
 
 # --- the protocol ---------------------------------------------------------------------
