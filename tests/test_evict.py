@@ -15,8 +15,8 @@ from ctxwarden.clip import make_recall_tool, result_path
 from ctxwarden.clip.names import call_key
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import text_of
-from ctxwarden.observe import TraceStore
 from ctxwarden.replay import scripted_model
+from ctxwarden.trace import TraceStore
 
 CONFIG = {"configurable": {"thread_id": "evict"}}
 LOG = "\n".join(

@@ -22,10 +22,10 @@ from ctxwarden.fold import SECTIONS, Folds
 from ctxwarden.fold.facts import Facts, gather
 from ctxwarden.fold.layer import FoldLayer
 from ctxwarden.fold.prepare import EXTENSION_HEADING, Preparer
-from ctxwarden.observe import TraceStore
 from ctxwarden.replay import ScriptedChatModel, scripted_model
 from ctxwarden.stack.middleware import ContextWindowMiddleware
 from ctxwarden.thread import compact
+from ctxwarden.trace import TraceStore
 from views import Views
 
 WINDOW = 6_000

@@ -11,8 +11,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden import ContextPolicy, context_middleware
 from ctxwarden.clip.placeholders import is_cleared
-from ctxwarden.observe import TraceStore, build_report
 from ctxwarden.replay import scripted_model
+from ctxwarden.report import build_report
+from ctxwarden.trace import TraceStore
 from views import Views
 
 WINDOW = 6_000

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxwarden.observe import TraceEvent, TraceRecorder, TraceStore
+from ctxwarden.trace import TraceEvent, TraceRecorder, TraceStore
 from ctxwarden.trace.migrations import MIGRATIONS
 
 EXPECTED_COLUMNS = [

@@ -22,8 +22,9 @@ from psycopg_pool import ConnectionPool
 
 from ctxwarden import TraceEvent, TraceRecorder, TraceStore, context_report, create_context_agent
 from ctxwarden.cli import main
-from ctxwarden.observe import PostgresTraceStore, SqliteTraceStore, TraceError
+from ctxwarden.errors import TraceError
 from ctxwarden.replay import scripted_model
+from ctxwarden.trace import PostgresTraceStore, SqliteTraceStore
 from ctxwarden.trace.migrations import MIGRATIONS as SQLITE_MIGRATIONS
 from ctxwarden.trace.postgres import redacted
 from ctxwarden.trace.postgres_migrations import MIGRATIONS as POSTGRES_MIGRATIONS

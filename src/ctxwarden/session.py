@@ -27,7 +27,7 @@ from ctxwarden.curate.fork import Unit, carried_values, carry_offloaded, list_un
 from ctxwarden.curate.lineage import fork_state
 from ctxwarden.errors import ForkError
 from ctxwarden.fold.state import FoldRecord
-from ctxwarden.observe.report import ContextReport, acontext_report, context_report
+from ctxwarden.report import ContextReport, acontext_report, context_report
 from ctxwarden.stack.build import create_context_agent
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
 from ctxwarden.thread.checkpoints import SqliteCheckpointer, open_checkpointer
@@ -159,31 +159,22 @@ class Session:
 
     def compact(self, instructions: str | None = None) -> FoldRecord | None:
         """Fold the thread now (keeping the last step), with optional focus instructions for the summary."""
-        summarizer = self.summarizer if self.summarizer is not None else self.model
-        return compact(
-            self.agent,
-            self.config,
-            instructions,
-            summarizer=summarizer,
-            backend=self.backend,
-            trace=self.recorder,
-            policy=self.policy,
-            meter=self.meter,
-        )
+        return compact(self.agent, self.config, instructions, **self._folding())
 
     async def acompact(self, instructions: str | None = None) -> FoldRecord | None:
         """Async twin of `compact`."""
+        return await acompact(self.agent, self.config, instructions, **self._folding())
+
+    def _folding(self) -> dict[str, Any]:
+        """What a fold on demand uses: this session's parts, and its summarizer (else its current model)."""
         summarizer = self.summarizer if self.summarizer is not None else self.model
-        return await acompact(
-            self.agent,
-            self.config,
-            instructions,
-            summarizer=summarizer,
-            backend=self.backend,
-            trace=self.recorder,
-            policy=self.policy,
-            meter=self.meter,
-        )
+        return {
+            "summarizer": summarizer,
+            "backend": self.backend,
+            "trace": self.recorder,
+            "policy": self.policy,
+            "meter": self.meter,
+        }
 
     def units(self) -> list[Unit]:
         """The thread's turns and folds to fork from, numbered in conversation order."""

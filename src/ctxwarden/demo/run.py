@@ -31,12 +31,12 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.stamp import METADATA_KEY, is_evicted
 from ctxwarden.errors import BuildArgumentError
 from ctxwarden.fold.engine import DETERMINISTIC
-from ctxwarden.observe.plot import usage_plot
-from ctxwarden.observe.report import ContextReport, build_report
 from ctxwarden.replay.driver import replay_into
 from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording, load_recording
 from ctxwarden.replay.tools import replay_tools
+from ctxwarden.report import ContextReport, build_report
+from ctxwarden.report.plot import usage_plot
 from ctxwarden.stack.build import create_context_agent
 from ctxwarden.thread.view import last_call_view
 from ctxwarden.trace.store import TraceStore
