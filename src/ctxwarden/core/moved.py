@@ -8,6 +8,7 @@ higher one when the package loads.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from importlib import import_module
@@ -26,7 +27,9 @@ def moved_names(old_module: str, new_homes: Mapping[str, str]) -> Callable[[str]
             DeprecationWarning,
             stacklevel=2,
         )
-        return getattr(import_module(home), name)
+        found = getattr(import_module(home), name)
+        vars(sys.modules[old_module])[name] = found  # warned once: later uses find it in place
+        return found
 
     return __getattr__
 
