@@ -18,9 +18,9 @@ from pydantic import PrivateAttr
 from ctxwarden import ContextPolicy, TokenMeter, context_middleware
 from ctxwarden.clip import CLIP_STATE_KEY, Boundary, ClearLayer, make_recall_tool
 from ctxwarden.clip.clear import NO_MASK
-from ctxwarden.observe import TraceStore
 from ctxwarden.replay import Recording, ReplayChatModel, replay_tools, scripted_model
 from ctxwarden.replay.driver import replay_into
+from ctxwarden.trace import TraceStore
 from views import Views
 
 WINDOW = 10_000

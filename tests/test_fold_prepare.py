@@ -21,13 +21,14 @@ from ctxwarden.core.layers import CallBudget
 from ctxwarden.core.meter import Measurement
 from ctxwarden.core.stream import STREAM_KEY
 from ctxwarden.core.window import Window
-from ctxwarden.fold import SECTIONS, Folds, compact
+from ctxwarden.fold import SECTIONS, Folds
 from ctxwarden.fold.facts import Facts, gather
 from ctxwarden.fold.layer import FoldLayer
 from ctxwarden.fold.prepare import EXTENSION_HEADING, Preparer
-from ctxwarden.observe import TraceStore
 from ctxwarden.replay import ScriptedChatModel, scripted_model
 from ctxwarden.stack.middleware import ContextWindowMiddleware
+from ctxwarden.thread import compact
+from ctxwarden.trace import TraceStore
 from views import Views
 
 WINDOW = 6_000

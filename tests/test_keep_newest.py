@@ -14,8 +14,9 @@ from ctxwarden import ContextPolicy, context_middleware
 from ctxwarden.clip.clear import NO_MASK, Boundary, ClearLayer
 from ctxwarden.clip.placeholders import is_cleared
 from ctxwarden.core.meter import TokenMeter
-from ctxwarden.observe import TraceStore, build_report
 from ctxwarden.replay import scripted_model
+from ctxwarden.report import build_report
+from ctxwarden.trace import TraceStore
 from views import Views
 
 WINDOW = 6_000

@@ -11,8 +11,9 @@ from rich.console import Console
 
 from ctxwarden import ApproximateCounter, ContextPolicy, TokenMeter, WindowUnknownError, create_context_agent
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.observe import CATEGORIES, UnknownThreadError, acontext_report, build_report, context_report
+from ctxwarden.errors import UnknownThreadError
 from ctxwarden.replay import scripted_model
+from ctxwarden.report import CATEGORIES, acontext_report, build_report, context_report
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "context_report.txt"
 

@@ -13,10 +13,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from ctxwarden import ApproximateCounter, ContextPolicy, TokenMeter, usage_plot
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.observe.forecast import GLYPHS
-from ctxwarden.observe.plot import tokens_label
-from ctxwarden.observe.render import CATEGORY_COLORS
-from ctxwarden.observe.report import ContextReport, build_report
+from ctxwarden.report import ContextReport, build_report
+from ctxwarden.report.forecast import GLYPHS
+from ctxwarden.report.plot import tokens_label
+from ctxwarden.report.render import CATEGORY_COLORS
 
 
 def _report(used: int, clearable: int, *, window: int = 32_000) -> ContextReport:

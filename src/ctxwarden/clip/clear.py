@@ -26,13 +26,13 @@ from typing import Annotated, Any, NotRequired, TypeVar, cast
 from langchain.agents.middleware.types import AgentState, ModelRequest, PrivateStateAttr
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
-from ctxwarden.clip.evict import text_of
 from ctxwarden.clip.gist import Gist, TokenLedger, gist, never_seen
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.core.layers import CallBudget, LayerEdit
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
+from ctxwarden.core.text import text_of
 
 CLIP_STATE_KEY = "ctxwarden_clip"
 T = TypeVar("T")
