@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, TypeVar, cast
 
 from langchain.agents.middleware.types import AgentState, ModelRequest, PrivateStateAttr
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
-from ctxwarden.clip.gist import Gist, TokenLedger, gist, never_seen
+from ctxwarden.clip.gist import Gist, TokenLedger, gist, gist_of_lines, never_seen
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.core.layers import CallBudget, LayerEdit
 from ctxwarden.core.meter import TokenMeter
@@ -52,9 +52,10 @@ FILE_READERS = frozenset({"read_file"})
 
 
 class ClipState(AgentState):
-    """The clearing boundary: call ids whose results, and whose arguments, are out of the view."""
+    """The clearing boundary: call ids whose results, and whose arguments, are out of the view (and the lines each
+    cleared result's gist quotes)."""
 
-    ctxwarden_clip: Annotated[NotRequired[dict[str, list[str]]], PrivateStateAttr]
+    ctxwarden_clip: Annotated[NotRequired[dict[str, Any]], PrivateStateAttr]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,16 +64,26 @@ class Boundary:
 
     results: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
+    gists: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """The lines each cleared result's gist quotes, by call id: a process that resumes the thread renders the same
+    gists from these without weighing the thread's text again (a gist depends on everything shown before it)."""
 
     @classmethod
     def from_state(cls, state: Any) -> Boundary:
         raw = state.get(CLIP_STATE_KEY) if isinstance(state, dict) else None
         if not isinstance(raw, dict):
             return cls()
-        return cls(tuple(raw.get("results") or ()), tuple(raw.get("args") or ()))
+        gists = raw.get("gists")
+        gists = gists if isinstance(gists, dict) else {}
+        return cls(
+            tuple(raw.get("results") or ()),
+            tuple(raw.get("args") or ()),
+            {str(k): tuple(v) for k, v in gists.items() if isinstance(v, list | tuple)},
+        )
 
-    def to_state(self) -> dict[str, list[str]]:
-        return {"results": list(self.results), "args": list(self.args)}
+    def to_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"results": list(self.results), "args": list(self.args)}
+        return state | {"gists": {k: list(v) for k, v in self.gists.items()}} if self.gists else state
 
 
 @dataclass(slots=True)
@@ -82,7 +93,11 @@ class ClearLayer:
     policy: ContextPolicy
     meter: TokenMeter
     name: str = "clear"
-    _replacements: dict[tuple[int, tuple[str, ...]], tuple[BaseMessage, BaseMessage]] = field(default_factory=dict)
+    _replacements: dict[tuple[int, tuple[str, ...]], tuple[BaseMessage, BaseMessage, Gist | None]] = field(
+        default_factory=dict
+    )
+    _stored: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """The boundary's gist lines for the thread being shaped (see `Boundary.gists`)."""
     _ledgers: OrderedDict[str, TokenLedger] = field(default_factory=OrderedDict)
     _ledger: TokenLedger | None = None
     _thread: Sequence[BaseMessage] | None = None
@@ -91,6 +106,7 @@ class ClearLayer:
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         messages = request.messages
         boundary = Boundary.from_state(request.state)
+        self._stored = boundary.gists
         masked = self._masked(messages)
         untouched = not (boundary.results or boundary.args or masked.results or masked.args)
         state_messages = request.state.get("messages") if isinstance(request.state, dict) else None
@@ -125,7 +141,7 @@ class ClearLayer:
                         budget.window.model,
                     )
                 )
-                boundary = grown
+                boundary = self._with_gists(grown, messages)
         if untouched and not events:
             return None
         if not events and all(map(operator.is_, view, messages)):
@@ -135,6 +151,17 @@ class ClearLayer:
 
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         return self.shape(request, budget)
+
+    def _with_gists(self, boundary: Boundary, messages: Sequence[BaseMessage]) -> Boundary:
+        """`boundary` with the gist lines of the results it clears, as this process chose them."""
+        gists = dict(boundary.gists)
+        for message in messages:
+            if isinstance(message, ToolMessage) and message.tool_call_id in boundary.results:
+                hit = self._replacements.get((id(message), ("result",)))
+                made = hit[2] if hit is not None and hit[0] is message else None
+                if made is not None:
+                    gists.setdefault(message.tool_call_id, made.chosen)
+        return Boundary(boundary.results, boundary.args, gists)
 
     # --- the view ---------------------------------------------------------------
     def _current_ledger(self) -> TokenLedger | None:
@@ -173,6 +200,7 @@ class ClearLayer:
         """
         if thread is not None:
             self._thread, self._ledger = thread, None
+        self._stored = boundary.gists
         results = set(boundary.results) | masked.results
         args = set(boundary.args) | masked.args
         out: list[BaseMessage] = []
@@ -191,22 +219,29 @@ class ClearLayer:
         hit = self._replacements.get((id(message), key))
         if hit is not None and hit[0] is message:
             return hit[1]
+        made: Gist | None = None
         if key[0] == "result":
             assert isinstance(message, ToolMessage)
             tokens = self.meter.message_tokens(message)
-            replacement: BaseMessage = result_placeholder(message, tokens, self._gist(message, tokens))
+            made = self._gist(message, tokens)
+            replacement: BaseMessage = result_placeholder(message, tokens, made)
         else:
             assert isinstance(message, AIMessage)
             replacement = args_placeholder(message, set(key[1:]))
         if len(self._replacements) > 50_000:
             self._replacements.clear()
-        self._replacements[(id(message), key)] = (message, replacement)
+        self._replacements[(id(message), key)] = (message, replacement, made)
         return replacement
 
     def _gist(self, message: ToolMessage, tokens: int) -> Gist | None:
         budget = min(self.policy.gist_max_tokens, int(tokens * self.policy.gist_share))
         if budget <= 0:
             return None
+        stored = self._stored.get(message.tool_call_id)
+        if stored is not None:  # chosen when the result was cleared: the same lines, without reading the thread
+            kept = gist_of_lines(text_of(message), stored)
+            if kept is not None:
+                return kept
         ledger = self._current_ledger()
         position = ledger.position(message) if ledger is not None else None
         seen = ledger.seen_before(position) if ledger is not None and position is not None else never_seen

@@ -60,6 +60,9 @@ class Gist:
     text: str
     shown_lines: int
     total_lines: int
+    chosen: tuple[int, ...] = ()
+    """Indexes of the quoted lines: the clearing boundary keeps them, so another process renders the same gist
+    without weighing the thread again."""
 
 
 Seen = Callable[[str], int]
@@ -74,7 +77,15 @@ def gist(text: str, budget_tokens: int, counter: Callable[[str], int], seen: See
     """The most valuable whole lines of `text` within about `budget_tokens`."""
     lines = text.splitlines()
     chosen = choose_lines(lines, budget_tokens, counter, seen)
-    return Gist(render(lines, chosen), len(chosen), len(lines))
+    return Gist(render(lines, chosen), len(chosen), len(lines), tuple(chosen))
+
+
+def gist_of_lines(text: str, chosen: Sequence[int]) -> Gist | None:
+    """The gist quoting lines `chosen` of `text`, as `gist` chose them once; `None` if they do not fit `text`."""
+    lines = text.splitlines()
+    if any(not 0 <= index < len(lines) for index in chosen) or list(chosen) != sorted(set(chosen)):
+        return None
+    return Gist(render(lines, chosen), len(chosen), len(lines), tuple(chosen))
 
 
 def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[str], int], seen: Seen) -> list[int]:
@@ -264,6 +275,7 @@ __all__ = [
     "TokenLedger",
     "choose_lines",
     "gist",
+    "gist_of_lines",
     "never_seen",
     "render",
 ]
