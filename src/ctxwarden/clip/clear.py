@@ -47,6 +47,8 @@ class Mask:
 
 
 NO_MASK = Mask()
+MASK_STEP_FACTOR = 2
+"""The cost-first mask advances this many times `mask_after_turns` turns at a time (see `ClearLayer._masked`)."""
 FILE_WRITERS = frozenset({"write_file", "edit_file"})
 FILE_READERS = frozenset({"read_file"})
 
@@ -330,14 +332,17 @@ class ClearLayer:
     def _masked(self, messages: Sequence[BaseMessage]) -> Mask:
         """Cost-first: results and large arguments of calls made before the newest `mask_after_turns` turns.
 
-        The mask advances `mask_after_turns` turns at a time, so between two advances the calls
-        share their prefix (masking one more result on every call would miss the cache every call).
+        The mask advances `MASK_STEP_FACTOR * mask_after_turns` turns at a time, so between two
+        advances the calls share their prefix: each advance makes the provider read again,
+        uncached, every turn after the first newly masked one, so advancing on every call would
+        miss the cache every call, and advancing every N turns re-reads about 2N turns per N.
         """
         keep = self.policy.mask_after_turns
         if keep is None:
             return NO_MASK
         callers = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
-        boundary = max(0, (len(callers) - keep) // keep * keep)
+        step = keep * MASK_STEP_FACTOR
+        boundary = max(0, (len(callers) - keep) // step * step)
         excluded = self.policy.clear_exclude_tools
         large = self.policy.clip_args_min_tokens
         results: set[str] = set()
