@@ -47,6 +47,8 @@ class Mask:
 
 
 NO_MASK = Mask()
+POINTER_TOKENS = 60
+"""About what a placeholder's pointer line costs (tool, size, line counts, the `recall` call, a file path)."""
 MASK_STEP_FACTOR = 2
 """The cost-first mask advances this many times `mask_after_turns` turns at a time (see `ClearLayer._masked`)."""
 FILE_WRITERS = frozenset({"write_file", "edit_file"})
@@ -290,9 +292,7 @@ class ClearLayer:
                 tool = message.name or names.get(call_id)
                 if call_id in cleared or call_id in keep_results or tool in policy.clear_exclude_tools:
                     continue
-                saving = self.meter.message_tokens(message) - self.meter.message_tokens(
-                    self._replace(message, ("result",))
-                )
+                saving = self._result_saving(message)
                 if saving > 0:
                     found.append((self._rank(message, call_id in stale), position, "result", call_id, saving))
             elif policy.clip_tool_args and isinstance(message, AIMessage) and message.tool_calls:
@@ -311,6 +311,17 @@ class ClearLayer:
                         found.append((2, position, "args", call_id, size - left))
         found.sort(key=lambda item: (item[0], item[1]))
         return [(kind, call_id, saving) for _rank, _pos, kind, call_id, saving in found]
+
+    def _result_saving(self, message: ToolMessage) -> int:
+        """Tokens clearing `message` would free: measured when its placeholder exists, else estimated with its gist at
+        the full budget, so that weighing a batch (on every call while one is deferred) never chooses gists it may not
+        make; the batch's own placeholders are measured when it is made."""
+        tokens = self.meter.message_tokens(message)
+        hit = self._replacements.get((id(message), ("result",)))
+        if hit is not None and hit[0] is message:
+            return tokens - self.meter.message_tokens(hit[1])
+        budget = min(self.policy.gist_max_tokens, int(tokens * self.policy.gist_share))
+        return tokens - budget - POINTER_TOKENS
 
     def _count_line(self, line: str) -> int:
         """Tokens of one output line, each distinct line counted once (outputs repeat lines)."""

@@ -216,12 +216,14 @@ class TokenLedger:
     since the last call (by identity), and starts over when the thread is another one.
     """
 
-    __slots__ = ("_messages", "_places", "_positions")
+    __slots__ = ("_firsts", "_messages", "_places", "_positions")
 
     def __init__(self) -> None:
         self._messages: list[BaseMessage] = []
         self._positions: dict[str, list[int]] = {}
         self._places: dict[int, int] = {}
+        self._firsts: dict[int, list[str]] = {}
+        """The tokens each position was first to show (so `shown_again` reads no text)."""
 
     def sync(self, messages: Sequence[BaseMessage]) -> None:
         known = len(self._messages)
@@ -230,7 +232,7 @@ class TokenLedger:
             or messages[0] is not self._messages[0]
             or messages[known - 1] is not self._messages[-1]
         ):
-            self._messages, self._positions, self._places = [], {}, {}
+            self._messages, self._positions, self._places, self._firsts = [], {}, {}, {}
             known = 0
         for position in range(known, len(messages)):
             message = messages[position]
@@ -238,6 +240,8 @@ class TokenLedger:
             self._places[id(message)] = position
             for token in set(TOKEN.findall(message_text(message))):
                 places = self._positions.setdefault(token, [])
+                if not places:
+                    self._firsts.setdefault(position, []).append(token)
                 if len(places) < 3:
                     places.append(position)
 
@@ -248,11 +252,10 @@ class TokenLedger:
 
     def shown_again(self, message: BaseMessage, position: int) -> bool:
         """Whether every distinctive token `message` was first to show also appears in a later message."""
-        for token in set(TOKEN.findall(message_text(message))):
-            places = self._positions.get(token, ())
-            if places and places[0] == position and not any(p > position for p in places):
-                return False
-        return True
+        if self.position(message) != position:
+            return False
+        # positions are kept in order, so a token first shown here appears later iff a second position is kept
+        return all(len(self._positions[token]) > 1 for token in self._firsts.get(position, ()))
 
     def seen_before(self, position: int) -> Seen:
         """How many messages before `position` showed a token."""
