@@ -54,6 +54,7 @@ def run(core: Steps[T]) -> T:
                 answer = request.sync()
             except BaseException as exc:  # raised inside the core, where the call stands (below, not while handled)
                 failed = exc
+            del request  # its arguments (a large upload) are not held while the core goes on
             request = core.send(answer) if failed is None else core.throw(failed)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
@@ -69,6 +70,7 @@ async def arun(core: Steps[T]) -> T:
                 answer = await request.async_()
             except BaseException as exc:  # raised inside the core, where the call stands (below, not while handled)
                 failed = exc
+            del request  # its arguments (a large upload) are not held while the core goes on
             request = core.send(answer) if failed is None else core.throw(failed)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
