@@ -45,29 +45,32 @@ def method(target: Any, name: str, *args: Any, **kwargs: Any) -> Call:
 
 
 def run(core: Steps[T]) -> T:
-    """Drive `core` on the sync path: each yielded `Call` is made with its blocking call."""
+    """Drive `core` on the sync path: each yielded `Call` is made with its blocking call.
+
+    The driver is written once, as a coroutine; on the sync path it never awaits, so one
+    `send` runs it to the end without an event loop.
+    """
+    driver = _drive(core, blocking=True)
     try:
-        request = next(core)
-        while True:
-            failed: BaseException | None = None
-            try:
-                answer = request.sync()
-            except BaseException as exc:  # raised inside the core, where the call stands (below, not while handled)
-                failed = exc
-            del request  # its arguments (a large upload) are not held while the core goes on
-            request = core.send(answer) if failed is None else core.throw(failed)
+        driver.send(None)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+    driver.close()
+    raise RuntimeError("the sync driver awaited: a blocking call was expected")  # unreachable by construction
 
 
 async def arun(core: Steps[T]) -> T:
     """Drive `core` on the async path: each yielded `Call` is made with its awaitable twin."""
+    return await _drive(core, blocking=False)
+
+
+async def _drive(core: Steps[T], *, blocking: bool) -> T:
     try:
         request = next(core)
         while True:
             failed: BaseException | None = None
             try:
-                answer = await request.async_()
+                answer = request.sync() if blocking else await request.async_()
             except BaseException as exc:  # raised inside the core, where the call stands (below, not while handled)
                 failed = exc
             del request  # its arguments (a large upload) are not held while the core goes on
