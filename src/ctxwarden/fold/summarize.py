@@ -129,11 +129,19 @@ async def amodel_summary(model: Any, prompt: str, *, retries: int, timeout: floa
 
 
 async def _await_with_timeout(call: Callable[[], Awaitable[Any]], timeout: float | None) -> Any:
-    """`await call()`, cancelled after `timeout` seconds."""
+    """`await call()`, cancelled after `timeout` seconds.
+
+    Only the expiry of `timeout` is reported as the summarizer's timeout: a `TimeoutError` the
+    model raises itself (its client's own) is passed on as it is, as on the sync path.
+    """
+    scope = asyncio.timeout(timeout)
     try:
-        return await asyncio.wait_for(call(), timeout)
+        async with scope:
+            return await call()
     except TimeoutError:
-        raise SummarizerTimeoutError(_timed_out(timeout)) from None
+        if scope.expired():
+            raise SummarizerTimeoutError(_timed_out(timeout)) from None
+        raise
 
 
 def _call_with_timeout(call: Callable[[], Any], timeout: float | None) -> Any:
