@@ -4,59 +4,56 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from ctxwarden.bench.harness import SeenCall, applied_folds
 from ctxwarden.bench.recall import index_session, probes, recall_counts
 from ctxwarden.replay.recording import parse_recording
 
-SESSION = parse_recording(
-    [
-        {"role": "system", "content": "You are a coding agent."},
-        {"role": "user", "content": "Fix the parser.\nKeep tests green."},
-        {
-            "role": "assistant",
-            "content": "Search first.",
-            "tool_calls": [
-                {
-                    "id": "a",
-                    "type": "function",
-                    "function": {"name": "bash", "arguments": '{"command": "grep -rn parse_header src"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "a", "content": "src/http/headers.py:214:def parse_header(raw):\nnoise"},
-        {
-            "role": "assistant",
-            "content": "Look around.",
-            "tool_calls": [
-                {"id": "b", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
-            ],
-        },
-        {"role": "tool", "tool_call_id": "b", "content": "README.md\nsetup.py"},
-        {
-            "role": "assistant",
-            "content": "Still looking.",
-            "tool_calls": [
-                {"id": "c", "type": "function", "function": {"name": "bash", "arguments": '{"command": "pwd"}'}}
-            ],
-        },
-        {"role": "tool", "tool_call_id": "c", "content": "/repo"},
-        {
-            "role": "assistant",
-            "content": "Edit it.",
-            "tool_calls": [
-                {
-                    "id": "d",
-                    "type": "function",
-                    "function": {
-                        "name": "bash",
-                        "arguments": '{"command": "sed -n 214,216p src/http/headers.py > /tmp/out.txt"}',
-                    },
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "d", "content": "ValueError: bad header"},
-    ],
-    source="tiny",
-)
+RAW = [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "user", "content": "Fix the parser.\nKeep tests green."},
+    {
+        "role": "assistant",
+        "content": "Search first.",
+        "tool_calls": [
+            {
+                "id": "a",
+                "type": "function",
+                "function": {"name": "bash", "arguments": '{"command": "grep -rn parse_header src"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "a", "content": "src/http/headers.py:214:def parse_header(raw):\nnoise"},
+    {
+        "role": "assistant",
+        "content": "Look around.",
+        "tool_calls": [{"id": "b", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}],
+    },
+    {"role": "tool", "tool_call_id": "b", "content": "README.md\nsetup.py"},
+    {
+        "role": "assistant",
+        "content": "Still looking.",
+        "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "bash", "arguments": '{"command": "pwd"}'}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c", "content": "/repo"},
+    {
+        "role": "assistant",
+        "content": "Edit it.",
+        "tool_calls": [
+            {
+                "id": "d",
+                "type": "function",
+                "function": {
+                    "name": "bash",
+                    "arguments": '{"command": "sed -n 214,216p src/http/headers.py > /tmp/out.txt"}',
+                },
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "d", "content": "ValueError: bad header"},
+]
+SESSION = parse_recording(RAW, source="tiny")
 
 
 def test_references_are_rare_tokens_first_shown_by_a_tool_output() -> None:
@@ -91,3 +88,33 @@ def test_probes_after_a_fold_name_files_user_lines_and_the_latest_error() -> Non
     scored = recall_counts(SESSION, [(3, []), (4, view)], folds_before=[1])
     assert scored.probes == len(found)
     assert scored.probes_found == scored.probes
+
+
+def test_a_probe_never_asks_for_a_user_message_said_after_the_call() -> None:
+    """A fold inside the first turn is probed for the first turn's words only, not the next turn's."""
+    two_turns = parse_recording(
+        [
+            *RAW,
+            {"role": "user", "content": "Now update the changelog."},
+            {"role": "assistant", "content": "Done."},
+        ],
+        source="two turns",
+    )
+    inside = {p.text for p in probes(two_turns, 3) if p.kind == "latest user message"}
+    assert inside == {"Fix the parser.\nKeep tests green."}
+    after = {p.text for p in probes(two_turns, 4) if p.kind == "latest user message"}
+    assert after == {"Now update the changelog."}  # the call after turn one's four steps is turn two's first
+
+
+def test_a_fold_is_probed_on_the_first_view_that_shows_it_not_where_its_summary_was_asked() -> None:
+    """A summary prepared ahead is asked for calls before the fold applies it."""
+    summary = HumanMessage("## Summary", additional_kwargs={"lc_source": "summarization"})
+    second = HumanMessage("## Summary", additional_kwargs={"lc_source": "summarization"})
+    views = [
+        [HumanMessage("go"), AIMessage("a")],
+        [HumanMessage("go"), AIMessage("a"), AIMessage("b")],  # the summary is asked here, in the background
+        [summary, AIMessage("b")],  # and shown here: the fold's first view
+        [summary, AIMessage("b"), AIMessage("c")],
+        [second, AIMessage("c")],  # the same words, a new cut: another fold
+    ]
+    assert applied_folds([SeenCall(step, view, [], 0.0) for step, view in enumerate(views)]) == [2, 4]

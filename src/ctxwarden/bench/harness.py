@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from langchain_core.messages import BaseMessage
 from pydantic import PrivateAttr
 
 from ctxwarden.bench.strategies import STRATEGIES, fixed_summarizer
+from ctxwarden.fold.state import is_summary
 from ctxwarden.replay.driver import replay_into
 from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording
@@ -113,7 +115,6 @@ def replay(recording: Recording, strategy: str, window: int, workdir: Path | Non
         saver = getattr(agent, "checkpointer", None)
         if saver is not None and hasattr(saver, "conn"):
             saver.conn.close()
-    folds_at = [int(at) for at in summarizer.at]
     return Replayed(
         strategy,
         window,
@@ -124,8 +125,33 @@ def replay(recording: Recording, strategy: str, window: int, workdir: Path | Non
         messages,
         folder,
         error,
-        folds_at=folds_at,
+        folds_at=applied_folds(model.seen),
     )
 
 
-__all__ = ["CapturingReplay", "Replayed", "SeenCall", "StepTimer", "replay"]
+def applied_folds(calls: Sequence[SeenCall]) -> list[int]:
+    """For each fold, the index of the first call that showed its summary (how many calls had been made before it).
+
+    Counted from the views, not from the summarizer's calls: a summary prepared ahead is asked for calls before the
+    fold applies it, and the fold's probes belong to the first view after it. A view shows a new fold when its
+    summary, or the first message after the summary (where the fold cut), is not what the previous view showed.
+    """
+    found: list[int] = []
+    previous: tuple[str, str] | None = None
+    for position, call in enumerate(calls):
+        folded = _fold_mark(call.messages)
+        if folded is not None and folded != previous:
+            found.append(position)
+        previous = folded
+    return found
+
+
+def _fold_mark(view: Sequence[BaseMessage]) -> tuple[str, str] | None:
+    for index, message in enumerate(view):
+        if is_summary(message):
+            after = view[index + 1] if index + 1 < len(view) else None
+            return str(message.content), f"{after.type}:{after.content}" if after is not None else ""
+    return None
+
+
+__all__ = ["CapturingReplay", "Replayed", "SeenCall", "StepTimer", "applied_folds", "replay"]

@@ -213,23 +213,21 @@ def probes(recording: Recording, step: int) -> list[Probe]:
     """What the view must show after a fold made once `step` steps were replayed."""
     found: list[Probe] = []
     users = []
-    done = 0
+    start = 0  # steps replayed before the turn began
     paths: dict[str, None] = {}
     failing: str | None = None
     for turn in recording.turns:
-        if done > step:
+        if start > step:  # the turn begins after the call: its user message is not said yet
             break
         users.append(turn.user)
-        for action in turn.steps:
-            if done >= step:
-                break
-            done += 1
+        for action in turn.steps[: step - start]:
             for path in written_paths(action):
                 paths.setdefault(path, None)
             for call in action.tool_calls:
                 line = error_line(recording.outputs.get(str(call["id"]), ""))
                 if line is not None:
                     failing = line
+        start += len(turn.steps)
     found.extend(Probe("written file", path) for path in paths)
     if users:
         latest = message_text(users[-1]).strip()
