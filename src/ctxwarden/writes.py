@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import InvalidUpdateError
 from langgraph.graph import END, START, StateGraph
 
+from ctxwarden.observe.remote import awrite_served, is_served, write_served
 from ctxwarden.view import ContextState
 
 READ_NODE = "read"
@@ -75,6 +76,8 @@ def checkpointer_of(source: Any) -> BaseCheckpointSaver:
 
 def write_state(source: Any, config: RunnableConfig, update: Mapping[str, Any]) -> None:
     """Apply `update` to the thread in `config`, keeping every other key and the thread's pending steps."""
+    if is_served(source):  # a LangGraph server's thread: written over its API
+        return write_served(source, config, update)
     if hasattr(source, "update_state"):
         try:
             source.update_state(config, dict(update))
@@ -87,6 +90,8 @@ def write_state(source: Any, config: RunnableConfig, update: Mapping[str, Any]) 
 
 async def awrite_state(source: Any, config: RunnableConfig, update: Mapping[str, Any]) -> None:
     """Async twin of `write_state`."""
+    if is_served(source):
+        return await awrite_served(source, config, update)
     if hasattr(source, "aupdate_state"):
         try:
             await source.aupdate_state(config, dict(update))

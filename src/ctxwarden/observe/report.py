@@ -38,6 +38,7 @@ from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.state import FOLD_STATE_KEY, is_summary
 from ctxwarden.observe import forecast as forecasting
+from ctxwarden.observe.remote import is_served
 from ctxwarden.observe.thread import UnknownThreadError, aread_values, read_values, state_dir_of, thread_id_of
 from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.stack.discover import checkpointer_of, trace_of
@@ -353,10 +354,12 @@ def context_report(
 ) -> ContextReport:
     """The /context report of the thread in `config`.
 
-    `source` is a compiled agent, a checkpointer or a state directory. The per-role
-    spend comes from `trace` (default: the trace the agent was built with or records to,
-    else the `trace.sqlite` beside a SQLite checkpointer). Pass `model` to see the thread
-    against another model's window.
+    `source` is a compiled agent, a checkpointer, a state directory, or a LangGraph
+    server's thread (a `RemoteGraph` or a langgraph-sdk client: the state is read over the
+    server's API). The per-role spend comes from `trace` (default: the trace the agent was
+    built with or records to, else the `trace.sqlite` beside a SQLite checkpointer; a served
+    thread's trace is where the deployment keeps it, so name it). Pass `model` to see the
+    thread against another model's window.
     """
     _require_checkpointer(source)
     values = read_values(source, config)
@@ -408,7 +411,7 @@ async def acontext_report(
 
 def _require_checkpointer(source: Any) -> None:
     """A compiled agent without a checkpointer kept no thread to report on: say so, and how to keep one."""
-    if hasattr(source, "get_state") and checkpointer_of(source) is None:
+    if hasattr(source, "get_state") and not is_served(source) and checkpointer_of(source) is None:
         raise UnknownThreadError(
             "the agent has no checkpointer, so it kept no thread to report on. Fix: build it with a checkpointer "
             "(create_deep_agent(..., checkpointer=InMemorySaver()), or create_context_agent(...), which keeps one "

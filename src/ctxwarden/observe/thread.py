@@ -18,6 +18,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
 from ctxwarden.errors import CtxwardenError
+from ctxwarden.observe.remote import aserved_values, is_served, served_values
 
 CHECKPOINTS_FILE = "checkpoints.sqlite"
 
@@ -49,14 +50,17 @@ def thread_id_of(config: RunnableConfig) -> str:
 def read_messages(source: Any, config: RunnableConfig) -> list[BaseMessage]:
     """The checkpointed messages of the thread in `config`.
 
-    `source` is a compiled agent or graph, a checkpointer, or a state directory
-    (holding `checkpoints.sqlite`). An unknown thread raises `UnknownThreadError`.
+    `source` is a compiled agent or graph, a checkpointer, a state directory (holding
+    `checkpoints.sqlite`), or a LangGraph server's thread (a `RemoteGraph` or a langgraph-sdk
+    client). An unknown thread raises `UnknownThreadError`.
     """
     return list(read_values(source, config)["messages"])
 
 
 def read_values(source: Any, config: RunnableConfig) -> dict[str, Any]:
     """The checkpointed state values of the thread in `config` (messages and private keys)."""
+    if is_served(source):  # a LangGraph server's thread: read over its API
+        return served_values(source, config)
     thread = thread_id_of(config)
     opened = open_state_dir(source) if isinstance(source, str | Path) else None
     try:
@@ -75,6 +79,8 @@ def read_values(source: Any, config: RunnableConfig) -> dict[str, Any]:
 
 async def aread_values(source: Any, config: RunnableConfig) -> dict[str, Any]:
     """Async twin of `read_values`."""
+    if is_served(source):
+        return await aserved_values(source, config)
     thread = thread_id_of(config)
     if isinstance(source, str | Path):
         return read_values(source, config)
