@@ -60,7 +60,8 @@ def test_ci_runs_the_suite_at_the_lowest_versions() -> None:
 
 def test_the_compatibility_page_lists_every_range_and_its_lowest_version() -> None:
     page = (ROOT / "docs" / "compatibility.md").read_text(encoding="utf-8")
-    rows = {line.split("|")[1].strip().split(" ")[0].replace("\\", ""): line for line in page.splitlines()}
+    table = [line for line in page.splitlines() if line.startswith("| ")]
+    rows = {line.split("|")[1].strip().split(" ")[0].replace("\\", ""): line for line in table}
     lowest = _lowest()
     for name, requirement in _ranged().items():
         row = next((line for key, line in rows.items() if key.split("[")[0] == name), None)
