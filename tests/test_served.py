@@ -15,8 +15,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,6 +28,7 @@ from langgraph_sdk import get_client, get_sync_client
 from rich.console import Console
 
 from ctxwarden import acompact, acontext_report, compact, context_report
+from ctxwarden.cli import main
 from ctxwarden.errors import CtxwardenError
 from ctxwarden.observe import TraceStore
 from ctxwarden.observe.remote import ServedThreadError
@@ -284,24 +283,27 @@ def test_an_unknown_served_thread_is_named(client: Any) -> None:
         context_report(client, _config("00000000-0000-0000-0000-000000000000"))
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ctxwarden", *args], capture_output=True, text=True, timeout=120)
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["context", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
-def test_ctxwarden_context_reads_a_served_thread(served: ServedAgent, threads: dict[str, Thread]) -> None:
+def test_ctxwarden_context_reads_a_served_thread(
+    served: ServedAgent, threads: dict[str, Thread], capsys: pytest.CaptureFixture[str]
+) -> None:
     app = threads["app"]
-    done = _cli("context", "--url", served.url, "--thread", app.id, "--state-dir", str(served.files))
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"Context · thread {app.id} · model BuildModel")
-    assert "lifecycle: " in done.stdout  # the trace was found in the state dir the server writes to
-    figures = json.loads(
-        _cli("context", "--url", served.url, "--thread", app.id, "--trace", str(served.trace), "--json").stdout
-    )
+    code, out, err = _cli(capsys, "--url", served.url, "--thread", app.id, "--state-dir", str(served.files))
+    assert code == 0, err
+    assert out.startswith(f"Context · thread {app.id} · model BuildModel")
+    assert "lifecycle: " in out  # the trace was found in the state dir the server writes to
+    code, out, err = _cli(capsys, "--url", served.url, "--thread", app.id, "--trace", str(served.trace), "--json")
+    figures = json.loads(out)
     assert figures["thread_id"] == app.id
     assert figures["lifecycle"]["eviction"]["count"] == len(_events(served, app, "eviction"))
-    missing = _cli("context", "--url", served.url, "--thread", "no-such-thread")
-    assert missing.returncode == 2
-    assert "not on the server" in missing.stderr
+    code, out, err = _cli(capsys, "--url", served.url, "--thread", "no-such-thread")
+    assert code == 2
+    assert "'no-such-thread' is not on the server" in err
 
 
 def test_compact_folds_a_served_thread_through_the_server(

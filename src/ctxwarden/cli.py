@@ -283,7 +283,8 @@ def _served_report(url: str, config: Any, trace: Any) -> Any:
     from ctxwarden.observe import context_report
     from ctxwarden.observe.remote import served_client
 
-    return context_report(served_client(url), config, trace=trace)
+    with served_client(url) as client:
+        return context_report(client, config, trace=trace)
 
 
 def _postgres_report(url: str, config: Any) -> Any:
