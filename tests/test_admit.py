@@ -11,8 +11,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from ctxwarden import ContextPolicy, context_report, create_context_agent
 from ctxwarden.admit import Instructions, candidate_paths
-from ctxwarden.observe import TraceStore
 from ctxwarden.replay import scripted_model
+from ctxwarden.trace import TraceStore
 
 CONFIG = {"configurable": {"thread_id": "admit"}}
 

@@ -20,8 +20,9 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from ctxwarden import DETERMINISTIC, acompact, compact, context_report, create_context_agent
 from ctxwarden.cli import main
-from ctxwarden.observe import TraceStore, acontext_report
 from ctxwarden.replay import scripted_model
+from ctxwarden.report import acontext_report
+from ctxwarden.trace import TraceStore
 
 THOUGHT = "Reasoning about the next step in some detail. " * 10
 LOG = "\n".join(f"build line {i}: compiled module_{i}" for i in range(1_500))

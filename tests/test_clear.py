@@ -18,9 +18,9 @@ from pydantic import PrivateAttr
 from ctxwarden import ContextPolicy, TokenMeter, context_middleware
 from ctxwarden.clip import CLIP_STATE_KEY, Boundary, ClearLayer, make_recall_tool
 from ctxwarden.clip.clear import NO_MASK
-from ctxwarden.observe import TraceStore
 from ctxwarden.replay import Recording, ReplayChatModel, replay_tools, scripted_model
 from ctxwarden.replay.driver import replay_into
+from ctxwarden.trace import TraceStore
 from views import Views
 
 WINDOW = 10_000
@@ -73,10 +73,10 @@ def test_one_batch_down_to_forty_percent_newest_kept_raw_state_untouched(tmp_pat
     for batch in batches:
         assert batch.payload["tokens_before"] > 0.60 * WINDOW
         assert batch.payload["tokens_after"] <= 0.40 * WINDOW
-    # every call stayed under the window, and each kept its newest 3 results verbatim
+    # every call stayed under the window, and each kept its newest results verbatim
     for view in views.views:
         results = [m for m in view if isinstance(m, ToolMessage)]
-        assert all(m.content.startswith("page ") for m in results[-3:])
+        assert all(m.content.startswith("page ") for m in results[-ContextPolicy().keep_tool_results :])
     stamps = [m.response_metadata["ctxwarden"] for m in out["messages"] if isinstance(m, AIMessage)]
     assert max(s["input_tokens"] for s in stamps) <= 0.60 * WINDOW + 600  # at most one result past the trigger
     # the checkpointed thread still holds every original result; the boundary is private state
@@ -140,7 +140,7 @@ def test_old_large_arguments_are_clipped_and_recalled_exactly() -> None:
     callers = [m for m in final if isinstance(m, AIMessage) and m.tool_calls]
     clipped = [m for m in callers if str(m.tool_calls[0]["args"].get("content", "")).startswith("[clipped")]
     assert clipped
-    for message in callers[-3:]:  # the newest calls keep their arguments
+    for message in callers[-ContextPolicy().keep_tool_results :]:  # the newest calls keep their arguments
         assert message.tool_calls[0]["args"]["content"].startswith("def f()")
     for message in clipped:  # ids, names and the other arguments stay valid
         call = message.tool_calls[0]
@@ -156,16 +156,17 @@ def test_old_large_arguments_are_clipped_and_recalled_exactly() -> None:
 
 
 def test_cost_first_masks_old_results_at_any_fill() -> None:
-    replies = [_step("fetch", {"page": i}, f"f{i}") for i in range(5)] + [AIMessage("done")]
+    replies = [_step("fetch", {"page": i}, f"f{i}") for i in range(9)] + [AIMessage("done")]
     agent, views = _agent(replies, [fetch], ContextPolicy.cost_first(mask_after_turns=2, window=1_000_000))
     agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "cost"}})
     final = [m for m in views.views[-1] if isinstance(m, ToolMessage)]
-    # the mask advances two turns at a time: results older than the newest 2 to 3 turns are masked
-    assert [m.content.startswith("[cleared") for m in final] == [True, True, False, False, False]
+    # results older than the newest 2 turns are masked, four turns at a time: each advance re-bills the turns after it,
+    # so the prefix holds for four calls between advances
+    assert [m.content.startswith("[cleared") for m in final] == [True] * 4 + [False] * 5
     masked_per_call = [
         sum(isinstance(m, ToolMessage) and m.content.startswith("[cleared") for m in v) for v in views.views
     ]
-    assert masked_per_call == [0, 0, 0, 0, 2, 2]
+    assert masked_per_call == [0] * 6 + [4] * 4
 
 
 def test_stale_reads_go_first_and_untouched_messages_are_not_copied() -> None:

@@ -17,7 +17,7 @@ import pytest
 from ctxwarden import __version__
 from ctxwarden.cli import build_parser
 from ctxwarden.demo import run_demo
-from ctxwarden.observe.trace import TraceEvent, TraceStore
+from ctxwarden.trace.store import TraceEvent, TraceStore
 
 SMALL_SESSION = [
     {"role": "user", "content": "list files"},

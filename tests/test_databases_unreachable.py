@@ -21,8 +21,8 @@ from pathlib import Path
 from langchain_core.messages import AIMessage, ToolMessage
 
 from ctxwarden import create_context_agent
-from ctxwarden.observe import TraceStore
 from ctxwarden.replay import scripted_model
+from ctxwarden.trace import TraceStore
 
 SECRET = "token=other-thread-only-91c2"
 WORKER = Path(__file__).with_name("grep_worker.py")

@@ -23,9 +23,9 @@ from ctxwarden import (
     create_context_agent,
 )
 from ctxwarden.clip.names import call_key, result_path
-from ctxwarden.observe.trace import TraceStore
 from ctxwarden.replay import scripted_model
 from ctxwarden.stack.discover import AgentBackend, backend_of, files_backend, trace_of
+from ctxwarden.trace.store import TraceStore
 
 LINES = 3_000
 CONFIG = {"configurable": {"thread_id": "t"}}

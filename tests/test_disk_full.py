@@ -22,9 +22,9 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 
 from ctxwarden import create_context_agent
-from ctxwarden.observe import TraceStore
+from ctxwarden.errors import CheckpointWriteError
 from ctxwarden.replay import scripted_model
-from ctxwarden.stack.checkpoints import CheckpointWriteError
+from ctxwarden.trace import TraceStore
 
 HUGE = "\n".join(f"row {i:07d}: " + "x" * 60 for i in range(21_000))  # about 1.5 MB
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxwarden.observe.schema import BEGIN, END, section
+from ctxwarden.trace.schema import BEGIN, END, section
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
@@ -43,7 +43,7 @@ def test_the_trace_schema_in_the_docs_is_the_one_the_migrations_make() -> None:
     text = (ROOT / "docs" / "trace.md").read_text(encoding="utf-8")
     documented = text[text.index(BEGIN) : text.index(END) + len(END)]
     assert documented == section(), (
-        "regenerate: python -c 'from ctxwarden.observe.schema import section; print(section())'"
+        "regenerate: python -c 'from ctxwarden.trace.schema import section; print(section())'"
     )
 
 

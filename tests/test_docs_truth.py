@@ -15,12 +15,14 @@ from langgraph.graph.state import CompiledStateGraph
 
 import ctxwarden
 import ctxwarden.demo
-import ctxwarden.observe
 import ctxwarden.replay
+import ctxwarden.report
+import ctxwarden.thread
+import ctxwarden.trace
 from ctxwarden import DETERMINISTIC, Session
 from ctxwarden.demo import DemoResult
-from ctxwarden.observe.report import build_report
 from ctxwarden.replay import scripted_model
+from ctxwarden.report import build_report
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -63,7 +65,7 @@ def _module(name: str) -> object | None:
 
 def _exported() -> set[str]:
     names: set[str] = set()
-    for module in (ctxwarden, ctxwarden.replay, ctxwarden.observe, ctxwarden.demo):
+    for module in (ctxwarden, ctxwarden.replay, ctxwarden.trace, ctxwarden.report, ctxwarden.thread, ctxwarden.demo):
         names |= set(module.__all__)
     return names
 
@@ -80,7 +82,7 @@ def test_every_name_the_docs_call_exists() -> None:
                     or name in NOT_OURS
                     or name in AGENT_TOOLS
                     or hasattr(Session, name)
-                    or hasattr(ctxwarden.observe.SqliteTraceStore, name)
+                    or hasattr(ctxwarden.trace.SqliteTraceStore, name)
                 )
             elif owner in INSTANCES:
                 known = hasattr(INSTANCES[owner], attribute)

@@ -12,11 +12,11 @@ from langchain_core.tools import tool
 
 from ctxwarden import ContextPolicy, ThreadIsolatedBackend, create_context_agent
 from ctxwarden.clip import make_recall_tool, result_path
-from ctxwarden.clip.evict import text_of
 from ctxwarden.clip.names import call_key
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.observe import TraceStore
+from ctxwarden.core.text import text_of
 from ctxwarden.replay import scripted_model
+from ctxwarden.trace import TraceStore
 
 CONFIG = {"configurable": {"thread_id": "evict"}}
 LOG = "\n".join(

@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from ctxwarden import MissingExtraError, usage_plot
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.observe.report import build_report
+from ctxwarden.report import build_report
 
 ROOT = Path(__file__).resolve().parents[1]
 HIDE = "import sys\nfor name in ('rich', 'matplotlib'):\n    sys.modules[name] = None\n"

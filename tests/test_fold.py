@@ -22,9 +22,11 @@ from ctxwarden import (
     context_middleware,
     create_context_agent,
 )
-from ctxwarden.fold import DETERMINISTIC, FOLD_STATE_KEY, SECTIONS, Folds, compact, deterministic_summary, is_summary
-from ctxwarden.observe import TraceStore, context_report
+from ctxwarden.fold import DETERMINISTIC, FOLD_STATE_KEY, SECTIONS, Folds, deterministic_summary, is_summary
 from ctxwarden.replay import ScriptedChatModel, scripted_model
+from ctxwarden.report import context_report
+from ctxwarden.thread import compact
+from ctxwarden.trace import TraceStore
 from views import Views
 
 WINDOW = 4_000

@@ -17,14 +17,18 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import PrivateAttr
 
 from ctxwarden import ContextPolicy, ThreadIsolatedBackend, context_middleware
+from ctxwarden.core.layers import CallBudget
+from ctxwarden.core.meter import Measurement
 from ctxwarden.core.stream import STREAM_KEY
-from ctxwarden.fold import SECTIONS, Folds, compact
+from ctxwarden.core.window import Window
+from ctxwarden.fold import SECTIONS, Folds
 from ctxwarden.fold.facts import Facts, gather
 from ctxwarden.fold.layer import FoldLayer
 from ctxwarden.fold.prepare import EXTENSION_HEADING, Preparer
-from ctxwarden.observe import TraceStore
 from ctxwarden.replay import ScriptedChatModel, scripted_model
 from ctxwarden.stack.middleware import ContextWindowMiddleware
+from ctxwarden.thread import compact
+from ctxwarden.trace import TraceStore
 from views import Views
 
 WINDOW = 6_000
@@ -218,3 +222,34 @@ def test_a_compaction_asked_with_a_focus_is_summarized_with_it(tmp_path: Path, f
 def test_a_bad_prepare_point_is_refused(value: Any) -> None:
     with pytest.raises(ValueError, match="fold_prepare_ahead"):
         ContextPolicy(fold_prepare_ahead=value)
+
+
+def _budget(used: int, window: int = 10_000) -> CallBudget:
+    return CallBudget(Window(window, "override", "m"), Measurement(0, 0, used, 1.0), ContextPolicy())
+
+
+def test_a_summary_is_prepared_when_the_fold_is_near_not_at_the_first_call_past_the_point() -> None:
+    """Past the pre-fold point (70% by default) a thread that grows slowly is not summarized yet: a session that ends,
+    or a clearing batch that brings it down, would leave that summary paid for and unused."""
+    preparer = Preparer(cast(Any, None))
+    key = ("slow", "")
+    sizes = range(6_000, 8_001, 200)  # +200 a call: past the point (7,000) from 7,200; the fold is at 8,500
+    due = [preparer.due(key, _budget(used)) for used in sizes]
+    assert due == [False] * 10 + [True]  # 8,000 + 3 x 200 reaches the fold threshold
+    # a call that grew by a large result brings the forecast forward; a clearing drop does not count as growth
+    assert [preparer.due(("jump", ""), _budget(used)) for used in (6_000, 5_000, 7_200, 6_900)] == [
+        False,
+        False,
+        True,
+        False,
+    ]
+
+
+def test_a_process_that_never_saw_the_thread_grow_prepares_at_once() -> None:
+    """A new worker resuming a full thread has no growth to go by: it prepares rather than risk making the fold wait."""
+    preparer = Preparer(cast(Any, None))
+    assert preparer.due(("resumed", ""), _budget(7_100)) is True
+    assert preparer.due(("resumed-below", ""), _budget(6_900)) is False
+    off_policy = ContextPolicy(fold_prepare_ahead=0)
+    off = CallBudget(Window(10_000, "override", "m"), Measurement(0, 0, 8_000, 1.0), off_policy)
+    assert preparer.due(("off", ""), off) is False

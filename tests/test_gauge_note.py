@@ -14,8 +14,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden import ContextPolicy, context_middleware
 from ctxwarden.core.gauge_note import NOTE_SOURCE, RANK
-from ctxwarden.observe import context_report
 from ctxwarden.replay import scripted_model
+from ctxwarden.report import context_report
 from views import Views
 
 WINDOW = 6_000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -15,6 +15,7 @@ from ctxwarden.clip.gist import TokenLedger, gist
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.clip.preview import preview
 from ctxwarden.replay import scripted_model
+from ctxwarden.stack.middleware import ContextWindowMiddleware
 from views import Views
 
 METER = TokenMeter()
@@ -120,7 +121,7 @@ def test_clearing_prefers_a_superseded_result_over_an_older_one() -> None:
     for i, command in enumerate(calls):
         messages.append(AIMessage("", tool_calls=[{"name": "bash", "args": {"command": command}, "id": f"c{i}"}]))
         messages.append(ToolMessage(bash.invoke({"command": command}), tool_call_id=f"c{i}", name="bash"))
-    layer = ClearLayer(ContextPolicy(), METER)
+    layer = ClearLayer(ContextPolicy(keep_tool_results=3), METER)
     order = [call_id for kind, call_id, _saving in layer._candidates(messages, Boundary(), NO_MASK) if kind == "result"]
     assert order[0] == "c1"  # the first `pytest -q` was run again later: it goes first
     assert order[1:] == ["c0", "c2", "c3", "c4"]  # then oldest first; the newest three stay
@@ -167,3 +168,46 @@ def test_a_clipped_argument_keeps_its_first_line_and_the_recall_pointer() -> Non
     assert clipped.splitlines()[1] == "cat <<'EOF' > /testbed/reproduce_issue.py"  # the path it wrote stays in view
     assert 'recall(call_id="w1", part="args")' in clipped
     assert "print('checking')" not in clipped
+
+
+def _clear_layer(middleware: list[Any]) -> ClearLayer:
+    core = cast(ContextWindowMiddleware, middleware[0])
+    return next(layer for layer in core.layers if isinstance(layer, ClearLayer))
+
+
+def test_a_resumed_process_shows_the_same_gists_without_reading_the_thread_again() -> None:
+    """A gist depends on everything the thread showed before the result; a new worker resuming a long thread must not
+    weigh all of it again on its first call. The boundary keeps each gist's lines, and the view is rebuilt from them."""
+    steps = [
+        AIMessage("", tool_calls=[{"name": "bash", "args": {"command": f"run {i}"}, "id": f"b{i}"}]) for i in range(8)
+    ]
+    checkpointer = InMemorySaver()
+    config: Any = {"configurable": {"thread_id": "resumed"}}
+    first_views, later_views = Views(), Views()
+    policy = ContextPolicy(clear_at=0.5, clear_to=0.3, summarize_at=0.95)
+    first = create_agent(
+        scripted_model([*steps, AIMessage("paused")], window=8_000),
+        [bash],
+        middleware=[*context_middleware(policy=policy), first_views],
+        checkpointer=checkpointer,
+    )
+    first.invoke({"messages": [HumanMessage("go")]}, config)
+    state = first.get_state(config).values
+    stored = Boundary.from_state(state).gists
+    cleared = Boundary.from_state(state).results
+    assert cleared
+    assert set(cleared) <= set(stored)  # every cleared result's lines are kept with the boundary
+    shown = {m.tool_call_id: m.content for m in first_views.views[-1] if isinstance(m, ToolMessage)}
+
+    middleware = context_middleware(policy=policy)  # a new process: new layers, nothing measured yet
+    later = create_agent(
+        scripted_model([AIMessage("done")], window=8_000),
+        [bash],
+        middleware=[*middleware, later_views],
+        checkpointer=checkpointer,
+    )
+    later.invoke({"messages": [HumanMessage("go on")]}, config)
+    resumed = {m.tool_call_id: m.content for m in later_views.views[0] if isinstance(m, ToolMessage)}
+    assert all(resumed[call_id] == shown[call_id] for call_id in cleared)  # the same bytes: the cache holds
+    assert all(str(resumed[call_id]).startswith("[cleared bash result") for call_id in cleared)
+    assert not _clear_layer(middleware)._ledgers  # and the thread's text was never weighed to make them

@@ -12,8 +12,8 @@ from langchain_core.tools import tool
 from ctxwarden import ContextPolicy, ThreadIsolatedBackend, compact, create_context_agent
 from ctxwarden.clip.names import call_key, result_path
 from ctxwarden.replay import scripted_model
-from ctxwarden.stack.checkpoints import open_checkpointer
 from ctxwarden.stack.isolation import owner_of
+from ctxwarden.thread.checkpoints import open_checkpointer
 
 SECRET = "token=owner-only-7f3a"
 LOG = "\n".join([f"INFO step {i}: {SECRET} compiled module_{i}" for i in range(900)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -10,9 +11,12 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden import ContextPolicy, context_middleware
+from ctxwarden.clip.clear import NO_MASK, Boundary, ClearLayer
 from ctxwarden.clip.placeholders import is_cleared
-from ctxwarden.observe import TraceStore, build_report
+from ctxwarden.core.meter import TokenMeter
 from ctxwarden.replay import scripted_model
+from ctxwarden.report import build_report
+from ctxwarden.trace import TraceStore
 from views import Views
 
 WINDOW = 6_000
@@ -60,3 +64,26 @@ def test_the_forecast_keeps_the_newest_results_too(tmp_path: Path) -> None:
     assert report.next_clear_frees == 0
     kept_two = build_report(messages, policy=ContextPolicy(keep_tool_results=1, clear_at=0.5, clear_to=0.3))
     assert kept_two.clearable > 0  # the forecast does count what is clearable
+
+
+def test_every_result_of_the_newest_step_stays_however_many_calls_it_made() -> None:
+    """A step of parallel calls is read as one: clearing its third result would hide part of what the agent just
+    asked for, so all of them stay even past `keep_tool_results`."""
+    messages: list[Any] = [HumanMessage("go")]
+    for i in range(3):
+        messages += [
+            AIMessage("", tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"old{i}"}]),
+            ToolMessage("page " + "data " * 400, tool_call_id=f"old{i}", name="fetch"),
+        ]
+    parallel = [{"name": "fetch", "args": {"page": 10 + i}, "id": f"new{i}"} for i in range(4)]
+    messages += [AIMessage("", tool_calls=parallel)]
+    messages += [ToolMessage("page " + "data " * 400, tool_call_id=f"new{i}", name="fetch") for i in range(4)]
+    policy = ContextPolicy(keep_tool_results=2)
+    layer = ClearLayer(policy, TokenMeter())
+    order = [call_id for kind, call_id, _saving in layer._candidates(messages, Boundary(), NO_MASK) if kind == "result"]
+    assert order == ["old0", "old1", "old2"]
+    report = build_report(messages, policy=policy.replace(window=32_000))
+    assert report.out_of_reach["the newest 2 tool results"] == sum(
+        TokenMeter().message_tokens(m) for m in messages[-4:]
+    )
+    assert ClearLayer(ContextPolicy(keep_tool_results=0), TokenMeter())._candidates(messages, Boundary(), NO_MASK)

@@ -10,7 +10,8 @@ from langchain.agents.middleware.types import AgentState, ModelRequest, PrivateS
 from langchain_core.messages import AIMessage
 
 from ctxwarden import create_context_agent
-from ctxwarden.core.layers import CallBudget, LayerEdit, LayerStateError
+from ctxwarden.core.layers import CallBudget, LayerEdit
+from ctxwarden.errors import LayerStateError
 from ctxwarden.replay import scripted_model
 
 

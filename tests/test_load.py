@@ -28,8 +28,10 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 
 from ctxwarden import create_context_agent, open_checkpointer
-from ctxwarden.observe import ContextReport, TraceRecorder, TraceStore, context_report, read_messages
 from ctxwarden.replay import scripted_model
+from ctxwarden.report import ContextReport, context_report
+from ctxwarden.thread import read_messages
+from ctxwarden.trace import TraceRecorder, TraceStore
 
 THREADS = 8
 """Workers running as Python threads in the test process."""

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from deepagents.backends import FilesystemBackend
 
-from ctxwarden.clip import result_path, safe_component
+from ctxwarden.clip import result_path
+from ctxwarden.core.layout import safe_component
 
 HOSTILE = [
     "../../etc/passwd",

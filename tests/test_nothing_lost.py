@@ -30,9 +30,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import tool
 
 from ctxwarden import DETERMINISTIC, TraceStore, create_context_agent, open_checkpointer
-from ctxwarden.clip.evict import decode, text_of
 from ctxwarden.clip.recoverability import HISTORY_REFERENCE, check_outputs
 from ctxwarden.core.stamp import METADATA_KEY
+from ctxwarden.core.text import decode, text_of
 from ctxwarden.fold import is_summary
 from ctxwarden.replay import ScriptedChatModel
 from views import Views

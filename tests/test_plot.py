@@ -9,8 +9,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from ctxwarden import create_context_agent
 from ctxwarden.core.stamp import METADATA_KEY, STOCK_EVICTION_PREFIX
-from ctxwarden.observe.plot import call_series, usage_plot
 from ctxwarden.replay import scripted_model
+from ctxwarden.report.plot import call_series, usage_plot
 
 
 def _reply(tokens: int, model: str, window: int, events: tuple[str, ...] = ()) -> AIMessage:

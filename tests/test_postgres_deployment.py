@@ -285,7 +285,7 @@ def test_a_thread_moves_between_two_workers_and_nothing_is_lost(
     from langgraph.store.postgres import PostgresStore
 
     from ctxwarden import ThreadIsolatedStoreBackend, TraceStore
-    from ctxwarden.observe.thread import read_values
+    from ctxwarden.thread.read import read_values
 
     (tmp_path / "worker.py").write_text(recipe(), encoding="utf-8")
     a = Worker("A", tmp_path / "a", postgres_url)

@@ -11,8 +11,9 @@ from rich.console import Console
 
 from ctxwarden import ApproximateCounter, ContextPolicy, TokenMeter, WindowUnknownError, create_context_agent
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.observe import CATEGORIES, UnknownThreadError, acontext_report, build_report, context_report
+from ctxwarden.errors import UnknownThreadError
 from ctxwarden.replay import scripted_model
+from ctxwarden.report import CATEGORIES, acontext_report, build_report, context_report
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "context_report.txt"
 
@@ -103,7 +104,8 @@ def test_thresholds_and_forecast() -> None:
     assert (report.clear_at, report.clear_to, report.fold_at) == (19_200, 12_800, 27_200)
     meter = TokenMeter(ApproximateCounter())
     results = [m for m in _thread() if isinstance(m, ToolMessage)]
-    clearable_raw = sum(meter.message_tokens(m) - 40 for m in results[:-3])  # the newest 3 stay
+    keep = ContextPolicy().keep_tool_results
+    clearable_raw = sum(meter.message_tokens(m) - 40 for m in results[:-keep])  # the newest stay
     raw_total = 1_200 + 2_800 + meter.messages_tokens(_thread())  # categories are scaled to `used`
     assert report.clearable == pytest.approx(clearable_raw * report.used / raw_total, abs=1)
     assert report.next_clear_frees == min(report.clearable, report.clear_at - report.clear_to)

@@ -13,10 +13,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from ctxwarden import ApproximateCounter, ContextPolicy, TokenMeter, usage_plot
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.observe.forecast import GLYPHS
-from ctxwarden.observe.plot import tokens_label
-from ctxwarden.observe.render import CATEGORY_COLORS
-from ctxwarden.observe.report import ContextReport, build_report
+from ctxwarden.report import ContextReport, build_report
+from ctxwarden.report.forecast import GLYPHS
+from ctxwarden.report.plot import tokens_label
+from ctxwarden.report.render import CATEGORY_COLORS
 
 
 def _report(used: int, clearable: int, *, window: int = 32_000) -> ContextReport:
@@ -39,11 +39,11 @@ def _report(used: int, clearable: int, *, window: int = 32_000) -> ContextReport
 
 
 def test_clearing_too_small_a_batch_is_said_to_wait_not_to_be_due() -> None:
-    waits = _report(20_000, 900)  # past 60% of 32k, but a batch would free 900 < 1,600 (5% of the window)
-    assert waits.forecast()[0].startswith("clearing waits: a batch now would free only about 900 tokens, under 1,600")
+    waits = _report(20_000, 900)  # past 60% of 32k, but a batch would free 900 < 3,200 (10% of the window)
+    assert waits.forecast()[0].startswith("clearing waits: a batch now would free only about 900 tokens, under 3,200")
     due = _report(20_000, 5_000)
     assert due.forecast()[0] == "clearing is due: the next call clears about 5,000 tokens, towards 12,800"
-    assert waits.to_dict()["min_clear_batch"] == 1_600
+    assert waits.to_dict()["min_clear_batch"] == 3_200
 
 
 def test_a_fold_is_forecast_only_when_clearing_cannot_avoid_it() -> None:
@@ -91,9 +91,9 @@ def test_the_report_names_what_clearing_cannot_reach() -> None:
         report.categories[name] for name in ("system prompt", "tool schemas")
     )
     assert reach["user messages"] == report.categories["user messages"]
-    # the two older calls' large arguments can be clipped; the newest three calls' cannot
+    # the older calls' large arguments can be clipped; the newest two calls' cannot
     assert 0 < reach["assistant text, and the arguments clearing keeps"] < report.categories["assistant messages"]
-    assert reach["the newest 3 tool results"] > 0
+    assert reach["the newest 2 tool results"] > 0
     line = next(line for line in report.to_text().splitlines() if "clearing cannot reach" in line)
     total = sum(reach.values())
     assert f"clearing cannot reach {total:,} tokens" in line

@@ -29,9 +29,8 @@ from rich.console import Console
 
 from ctxwarden import acompact, acontext_report, compact, context_report
 from ctxwarden.cli import main
-from ctxwarden.errors import CtxwardenError
-from ctxwarden.observe import TraceStore
-from ctxwarden.observe.remote import ServedThreadError
+from ctxwarden.errors import CtxwardenError, UnknownThreadError
+from ctxwarden.trace import TraceStore
 from served_server import EXAMPLE, ServedAgent, running_server
 
 
@@ -279,7 +278,7 @@ def test_without_a_trace_the_report_says_so(client: Any, threads: dict[str, Thre
 
 
 def test_an_unknown_served_thread_is_named(client: Any) -> None:
-    with pytest.raises(ServedThreadError, match=r"not on the server at http://127\.0\.0\.1"):
+    with pytest.raises(UnknownThreadError, match=r"not on the server at http://127\.0\.0\.1"):
         context_report(client, _config("00000000-0000-0000-0000-000000000000"))
 
 

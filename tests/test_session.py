@@ -14,8 +14,8 @@ from langchain_core.messages import AIMessage, HumanMessage, messages_to_dict
 from langchain_core.tools import tool
 
 from ctxwarden import DETERMINISTIC, CtxwardenError, ForkError, Session, create_context_agent
-from ctxwarden.observe import TraceStore
 from ctxwarden.replay import scripted_model
+from ctxwarden.trace import TraceStore
 
 THOUGHT = "Reasoning about the next step in some detail. " * 40
 

@@ -13,8 +13,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden import context_middleware
 from ctxwarden.core.stream import STREAM_KEY
-from ctxwarden.observe import TraceStore
 from ctxwarden.replay import scripted_model
+from ctxwarden.trace import TraceStore
 
 WINDOW = 6_000
 THOUGHT = "Let me think about the parser carefully. " * 30

@@ -20,9 +20,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
 from ctxwarden import DETERMINISTIC, ThreadIsolatedBackend, context_middleware, create_context_agent, managed_subagents
-from ctxwarden.observe import TraceStore
 from ctxwarden.replay import ScriptedChatModel, scripted_model
-from ctxwarden.stack.checkpoints import open_checkpointer
+from ctxwarden.thread.checkpoints import open_checkpointer
+from ctxwarden.trace import TraceStore
 
 WORKER_WINDOW = 8_000
 THOUGHT = "Checking the next page of the report before moving on. " * 20

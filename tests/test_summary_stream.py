@@ -16,8 +16,8 @@ from langchain_core.tools import tool
 
 from ctxwarden import DETERMINISTIC, create_context_agent
 from ctxwarden.fold import SECTIONS
-from ctxwarden.observe import TraceStore
 from ctxwarden.replay import ScriptedChatModel, scripted_model
+from ctxwarden.trace import TraceStore
 
 WINDOW = 4_000
 THOUGHT = "Let me think about the parser carefully before the next step. " * 30

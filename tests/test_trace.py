@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxwarden.observe import TraceEvent, TraceRecorder, TraceStore
-from ctxwarden.observe.migrations import MIGRATIONS
+from ctxwarden.trace import TraceEvent, TraceRecorder, TraceStore
+from ctxwarden.trace.migrations import MIGRATIONS
 
 EXPECTED_COLUMNS = [
     # name, type, notnull, default, primary key

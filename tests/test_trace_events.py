@@ -11,8 +11,8 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
 from ctxwarden import ContextPolicy, context_middleware, create_context_agent
-from ctxwarden.observe import TraceStore
 from ctxwarden.replay import ScriptedChatModel, scripted_model
+from ctxwarden.trace import TraceStore
 
 CONFIG = {"configurable": {"thread_id": "traced"}}
 

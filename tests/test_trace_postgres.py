@@ -22,11 +22,12 @@ from psycopg_pool import ConnectionPool
 
 from ctxwarden import TraceEvent, TraceRecorder, TraceStore, context_report, create_context_agent
 from ctxwarden.cli import main
-from ctxwarden.observe import PostgresTraceStore, SqliteTraceStore, TraceError
-from ctxwarden.observe.migrations import MIGRATIONS as SQLITE_MIGRATIONS
-from ctxwarden.observe.pg_migrations import MIGRATIONS as POSTGRES_MIGRATIONS
-from ctxwarden.observe.pg_trace import redacted
+from ctxwarden.errors import TraceError
 from ctxwarden.replay import scripted_model
+from ctxwarden.trace import PostgresTraceStore, SqliteTraceStore
+from ctxwarden.trace.migrations import MIGRATIONS as SQLITE_MIGRATIONS
+from ctxwarden.trace.postgres import redacted
+from ctxwarden.trace.postgres_migrations import MIGRATIONS as POSTGRES_MIGRATIONS
 
 # name, SQLite type, Postgres type, required, default, primary key
 SCHEMA = [

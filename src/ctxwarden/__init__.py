@@ -15,29 +15,29 @@ from ctxwarden.core import (
     gauge_level,
     resolve_window,
 )
-from ctxwarden.curate import ForkError, Unit
+from ctxwarden.curate import Unit
 from ctxwarden.errors import (
     BuildArgumentError,
+    CheckpointWriteError,
     ContextStillTooLargeError,
     CtxwardenError,
+    ForkError,
+    LayerStateError,
     MissingExtraError,
+    NothingMeasuredError,
     PolicyError,
     ReplayMismatchError,
+    SummarizerError,
+    SummarizerTimeoutError,
+    ThreadSourceError,
+    TraceError,
     TrajectoryFormatError,
+    UnknownThreadError,
     WindowUnknownError,
 )
-from ctxwarden.fold import DETERMINISTIC, FoldRecord, acompact, compact
-from ctxwarden.observe import (
-    ContextReport,
-    TraceEvent,
-    TraceRecorder,
-    TraceStore,
-    UnknownThreadError,
-    acontext_report,
-    context_report,
-)
-from ctxwarden.observe.plot import usage_plot
+from ctxwarden.fold import DETERMINISTIC, FoldRecord
 from ctxwarden.replay import Recording, ReplayChatModel, load_recording, replay_tools
+from ctxwarden.report import ContextReport, acontext_report, context_report, usage_plot
 from ctxwarden.session import Session
 from ctxwarden.stack import (
     CallBudget,
@@ -49,8 +49,9 @@ from ctxwarden.stack import (
     context_middleware,
     create_context_agent,
     managed_subagents,
-    open_checkpointer,
 )
+from ctxwarden.thread import acompact, compact, open_checkpointer
+from ctxwarden.trace import TraceEvent, TraceRecorder, TraceStore
 
 __version__ = "0.1.0.dev0"
 
@@ -60,6 +61,7 @@ __all__ = [
     "ApproximateCounter",
     "BuildArgumentError",
     "CallBudget",
+    "CheckpointWriteError",
     "ContextLayer",
     "ContextPolicy",
     "ContextReport",
@@ -70,17 +72,23 @@ __all__ = [
     "ForkError",
     "GaugeLevel",
     "LayerEdit",
+    "LayerStateError",
     "Measurement",
     "MissingExtraError",
+    "NothingMeasuredError",
     "PolicyError",
     "Recording",
     "ReplayChatModel",
     "ReplayMismatchError",
     "Session",
+    "SummarizerError",
+    "SummarizerTimeoutError",
     "ThreadIsolatedBackend",
     "ThreadIsolatedStoreBackend",
+    "ThreadSourceError",
     "TiktokenCounter",
     "TokenMeter",
+    "TraceError",
     "TraceEvent",
     "TraceRecorder",
     "TraceStore",

@@ -41,7 +41,7 @@ def _positive_int(text: str) -> int:
 
 
 def _state_dir_option(parser: argparse.ArgumentParser) -> None:
-    from ctxwarden.stack.build import DEFAULT_STATE_DIR
+    from ctxwarden.core.layout import DEFAULT_STATE_DIR
 
     parser.add_argument(
         "--state-dir",
@@ -158,7 +158,7 @@ def _damaged(path: Path, exc: BaseException) -> str:
 
 def _postgres_url(url: str | None) -> str | None:
     """`url` when it names Postgres; anything else is refused with the fix."""
-    from ctxwarden.observe.pg_trace import URL_SCHEMES
+    from ctxwarden.trace.postgres import URL_SCHEMES
 
     if url is not None and not url.startswith(URL_SCHEMES):
         raise CtxwardenError(f"--url {url!r} is not a postgresql:// URL. Fix: pass postgresql://USER@HOST:PORT/DB.")
@@ -166,7 +166,10 @@ def _postgres_url(url: str | None) -> str | None:
 
 
 def _context(args: argparse.Namespace) -> int:
-    from ctxwarden.observe import TRACE_FILE, TraceError, TraceStore, context_report
+    from ctxwarden.core.layout import TRACE_FILE
+    from ctxwarden.errors import TraceError
+    from ctxwarden.report import context_report
+    from ctxwarden.trace import TraceStore
 
     path = args.state_dir / TRACE_FILE
     config: Any = {"configurable": {"thread_id": args.thread}}
@@ -203,8 +206,11 @@ def _print_report(report: Any) -> None:
 
 
 def _threads(args: argparse.Namespace) -> int:
-    from ctxwarden.observe import TRACE_FILE, TraceError, TraceStore, UnknownThreadError, context_report
-    from ctxwarden.observe.thread import known_threads, open_state_dir
+    from ctxwarden.core.layout import TRACE_FILE
+    from ctxwarden.errors import TraceError, UnknownThreadError
+    from ctxwarden.report import context_report
+    from ctxwarden.thread.read import known_threads, open_state_dir
+    from ctxwarden.trace import TraceStore
 
     try:
         saver = open_state_dir(args.state_dir)
@@ -237,7 +243,7 @@ def _threads(args: argparse.Namespace) -> int:
                 }
             )
     finally:
-        saver.conn.close()  # type: ignore[attr-defined]
+        saver.conn.close()
     if args.json:
         for row in rows:
             sys.stdout.write(json.dumps(row) + "\n")
@@ -260,7 +266,7 @@ def _threads(args: argparse.Namespace) -> int:
 
 def _kinds(asked: list[str] | None, seen: set[str]) -> tuple[set[str] | None, str | None]:
     """The event kinds `--kind` asks for (aliases resolved), or an error naming the kinds there are."""
-    from ctxwarden.observe import KINDS
+    from ctxwarden.trace import KINDS
 
     if not asked:
         return None, None
@@ -274,21 +280,22 @@ def _kinds(asked: list[str] | None, seen: set[str]) -> tuple[set[str] | None, st
 
 
 def _server_url(url: str | None) -> bool:
-    from ctxwarden.observe.remote import is_server_url
+    from ctxwarden.thread.remote import is_server_url
 
     return is_server_url(url)
 
 
 def _served_report(url: str, config: Any, trace: Any) -> Any:
-    from ctxwarden.observe import context_report
-    from ctxwarden.observe.remote import served_client
+    from ctxwarden.report import context_report
+    from ctxwarden.thread.remote import served_client
 
     with served_client(url) as client:
         return context_report(client, config, trace=trace)
 
 
 def _postgres_report(url: str, config: Any) -> Any:
-    from ctxwarden.observe import TraceStore, context_report
+    from ctxwarden.report import context_report
+    from ctxwarden.trace import TraceStore
 
     try:
         from langgraph.checkpoint.postgres import PostgresSaver
@@ -303,7 +310,9 @@ def _postgres_report(url: str, config: Any) -> Any:
 
 
 def _trace(args: argparse.Namespace) -> int:
-    from ctxwarden.observe import TRACE_FILE, TraceError, TraceStore
+    from ctxwarden.core.layout import TRACE_FILE
+    from ctxwarden.errors import TraceError
+    from ctxwarden.trace import TraceStore
 
     try:
         url = _postgres_url(args.url)

@@ -50,6 +50,45 @@ class ReplayMismatchError(CtxwardenError, RuntimeError):
     """A replayed model or tool was called in a way the recording does not contain."""
 
 
+class LayerStateError(CtxwardenError, ValueError):
+    """A layer keeps state the agent's schema does not hold (it would be dropped)."""
+
+
+class TraceError(CtxwardenError):
+    """The trace cannot be opened or fails verification."""
+
+
+class UnknownThreadError(CtxwardenError, LookupError):
+    """The thread (or the store it should be in) does not exist."""
+
+
+class ThreadSourceError(CtxwardenError, TypeError):
+    """What was passed to read or write a thread is neither an agent, a checkpointer nor a state dir.
+
+    Also a `TypeError`, what a caller's handler for a wrong argument expects.
+    """
+
+
+class CheckpointWriteError(CtxwardenError, OSError):
+    """A checkpoint could not be written; what was saved before it is intact."""
+
+
+class ForkError(CtxwardenError, ValueError):
+    """The chosen units cannot make a valid thread, or the fork's thread already exists."""
+
+
+class NothingMeasuredError(CtxwardenError, ValueError):
+    """A thread has no model call measured by ctxwarden yet, so there is nothing to show."""
+
+
+class SummarizerError(CtxwardenError, ValueError):
+    """The summarizer model answered without a summary (the fold falls back to the deterministic one)."""
+
+
+class SummarizerTimeoutError(CtxwardenError, TimeoutError):
+    """The summarizer model did not answer within `summarizer_timeout` (the fold falls back)."""
+
+
 _OVERFLOW_MARKERS = (
     "context_length_exceeded",
     "contextwindowexceedederror",
@@ -81,12 +120,21 @@ def is_context_overflow(exc: BaseException) -> bool:
 
 __all__ = [
     "BuildArgumentError",
+    "CheckpointWriteError",
     "ContextStillTooLargeError",
     "CtxwardenError",
+    "ForkError",
+    "LayerStateError",
     "MissingExtraError",
+    "NothingMeasuredError",
     "PolicyError",
     "ReplayMismatchError",
+    "SummarizerError",
+    "SummarizerTimeoutError",
+    "ThreadSourceError",
+    "TraceError",
     "TrajectoryFormatError",
+    "UnknownThreadError",
     "WindowUnknownError",
     "is_context_overflow",
 ]

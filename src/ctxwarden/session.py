@@ -20,19 +20,21 @@ from deepagents.backends import FilesystemBackend
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
+from ctxwarden.core.layout import CHECKPOINTS_FILE, DEFAULT_STATE_DIR, TRACE_FILE
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.curate.fork import Unit, carried_values, carry_offloaded, list_units, seed_messages
 from ctxwarden.curate.lineage import fork_state
-from ctxwarden.fold.compact import acompact, compact
+from ctxwarden.errors import ForkError
 from ctxwarden.fold.state import FoldRecord
-from ctxwarden.observe.recorder import TraceRecorder
-from ctxwarden.observe.report import ContextReport, acontext_report, context_report
-from ctxwarden.observe.trace import TRACE_FILE, TraceStore
-from ctxwarden.stack.build import CHECKPOINTS_FILE, DEFAULT_STATE_DIR, create_context_agent
-from ctxwarden.stack.checkpoints import SqliteCheckpointer, open_checkpointer
+from ctxwarden.report import ContextReport, acontext_report, context_report
+from ctxwarden.stack.build import create_context_agent
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
-from ctxwarden.writes import seed_thread
+from ctxwarden.thread.checkpoints import SqliteCheckpointer, open_checkpointer
+from ctxwarden.thread.compaction import acompact, compact
+from ctxwarden.thread.write import seed_thread
+from ctxwarden.trace.recorder import TraceRecorder
+from ctxwarden.trace.store import TraceStore
 
 DEFAULT_THREAD = "main"
 
@@ -157,31 +159,22 @@ class Session:
 
     def compact(self, instructions: str | None = None) -> FoldRecord | None:
         """Fold the thread now (keeping the last step), with optional focus instructions for the summary."""
-        summarizer = self.summarizer if self.summarizer is not None else self.model
-        return compact(
-            self.agent,
-            self.config,
-            instructions,
-            summarizer=summarizer,
-            backend=self.backend,
-            trace=self.recorder,
-            policy=self.policy,
-            meter=self.meter,
-        )
+        return compact(self.agent, self.config, instructions, **self._folding())
 
     async def acompact(self, instructions: str | None = None) -> FoldRecord | None:
         """Async twin of `compact`."""
+        return await acompact(self.agent, self.config, instructions, **self._folding())
+
+    def _folding(self) -> dict[str, Any]:
+        """What a fold on demand uses: this session's parts, and its summarizer (else its current model)."""
         summarizer = self.summarizer if self.summarizer is not None else self.model
-        return await acompact(
-            self.agent,
-            self.config,
-            instructions,
-            summarizer=summarizer,
-            backend=self.backend,
-            trace=self.recorder,
-            policy=self.policy,
-            meter=self.meter,
-        )
+        return {
+            "summarizer": summarizer,
+            "backend": self.backend,
+            "trace": self.recorder,
+            "policy": self.policy,
+            "meter": self.meter,
+        }
 
     def units(self) -> list[Unit]:
         """The thread's turns and folds to fork from, numbered in conversation order."""
@@ -201,7 +194,7 @@ class Session:
         new_thread = thread_id or f"{self.thread_id}-fork-{uuid.uuid4().hex[:8]}"
         target: RunnableConfig = {"configurable": {"thread_id": new_thread}}
         if self.checkpointer.get_tuple(target) is not None:
-            raise ValueError(f"thread {new_thread!r} already exists in {self.state_dir}; pick another thread_id.")
+            raise ForkError(f"thread {new_thread!r} already exists in {self.state_dir}. Fix: pick another thread_id.")
         seed = carry_offloaded(self.backend, seed, self.thread_id, new_thread)
         seeded = {**carried_values(values), **fork_state(self.thread_id), "messages": seed}
         seed_thread(self.checkpointer, target, seeded)

@@ -26,8 +26,9 @@ from ctxwarden.admit.instructions import Instructions
 from ctxwarden.admit.memory import MemoryIndex
 from ctxwarden.admit.sections import with_sections
 from ctxwarden.admit.skills import skills_section, unloaded_skills
+from ctxwarden.core.caches import BoundedDict
 from ctxwarden.core.layers import CallBudget, LayerEdit, PendingEvent
-from ctxwarden.core.meter import BoundedDict, TokenMeter
+from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 
 ADMIT_STAMP_KEY = "admit_tokens"

@@ -40,12 +40,12 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.stamp import stamp_of
 from ctxwarden.demo import default_trajectory
-from ctxwarden.observe.trace import TraceStore
 from ctxwarden.replay.driver import replay_into
 from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording, load_recording
 from ctxwarden.replay.tools import replay_tools
 from ctxwarden.stack.build import create_context_agent
+from ctxwarden.trace.store import TraceStore
 
 TARGET_MS = 50.0
 """The critical-path budget of a fold."""

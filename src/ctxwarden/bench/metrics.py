@@ -26,9 +26,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxwarden.bench.harness import Replayed
 from ctxwarden.bench.recall import RecallCounts, recall_counts
-from ctxwarden.clip.evict import encode, text_of
 from ctxwarden.clip.placeholders import RECALL_REFERENCE
 from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.text import encode, text_of
 from ctxwarden.replay.recording import Recording
 
 PATH = re.compile(r"/(?:large_tool_results|conversation_history)/[\w./-]+")

@@ -24,10 +24,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ctxwarden.bench.harness import replay
 from ctxwarden.bench.metrics import RunFigures, figures, median, percentile
+from ctxwarden.bench.overhead import run as run_overhead
 from ctxwarden.bench.quality import recall_cost_plot, recall_markdown
 from ctxwarden.bench.recall import RecallCounts
 from ctxwarden.bench.strategies import STRATEGIES
 from ctxwarden.core.meter import TokenMeter
+from ctxwarden.demo.run import default_trajectory
 from ctxwarden.errors import TrajectoryFormatError
 from ctxwarden.replay.recording import Recording, load_recording
 
@@ -87,8 +89,6 @@ def default_paths() -> list[Path]:
     shared = Path.cwd().parent / "shared" / "trajectories"
     if shared.is_dir():
         return [shared]
-    from ctxwarden.demo.run import default_trajectory
-
     return [default_trajectory()]
 
 
@@ -210,8 +210,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     tables = markdown(results) + "\nWhat the agent keeps, against what it costs:\n\n" + recall_markdown(results)
     overhead = None
     if not args.no_overhead:
-        from ctxwarden.bench.overhead import run as run_overhead
-
         overhead = run_overhead()
         tables += "\nPer-call overhead of the model-call hook (median):\n\n" + overhead_markdown(overhead)
     print(tables)

@@ -2,7 +2,7 @@
 
 from ctxwarden.clip.clear import CLIP_STATE_KEY, Boundary, ClearLayer, ClipState
 from ctxwarden.clip.evict import RECALL_TOOL, Evictor
-from ctxwarden.clip.names import result_path, safe_component
+from ctxwarden.clip.names import result_path
 from ctxwarden.clip.preview import Preview, preview
 from ctxwarden.clip.recall import make_recall_tool, original_args, original_result
 
@@ -19,5 +19,4 @@ __all__ = [
     "original_result",
     "preview",
     "result_path",
-    "safe_component",
 ]

@@ -19,20 +19,20 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, TypeVar, cast
 
 from langchain.agents.middleware.types import AgentState, ModelRequest, PrivateStateAttr
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
-from ctxwarden.clip.evict import text_of
-from ctxwarden.clip.gist import Gist, TokenLedger, gist, never_seen
+from ctxwarden.clip.gist import Gist, TokenLedger, gist, gist_of_lines, never_seen
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.core.layers import CallBudget, LayerEdit
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
+from ctxwarden.core.text import text_of
 
 CLIP_STATE_KEY = "ctxwarden_clip"
 T = TypeVar("T")
@@ -47,14 +47,19 @@ class Mask:
 
 
 NO_MASK = Mask()
+POINTER_TOKENS = 60
+"""About what a placeholder's pointer line costs (tool, size, line counts, the `recall` call, a file path)."""
+MASK_STEP_FACTOR = 2
+"""The cost-first mask advances this many times `mask_after_turns` turns at a time (see `ClearLayer._masked`)."""
 FILE_WRITERS = frozenset({"write_file", "edit_file"})
 FILE_READERS = frozenset({"read_file"})
 
 
 class ClipState(AgentState):
-    """The clearing boundary: call ids whose results, and whose arguments, are out of the view."""
+    """The clearing boundary: call ids whose results, and whose arguments, are out of the view (and the lines each
+    cleared result's gist quotes)."""
 
-    ctxwarden_clip: Annotated[NotRequired[dict[str, list[str]]], PrivateStateAttr]
+    ctxwarden_clip: Annotated[NotRequired[dict[str, Any]], PrivateStateAttr]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,16 +68,26 @@ class Boundary:
 
     results: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
+    gists: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """The lines each cleared result's gist quotes, by call id: a process that resumes the thread renders the same
+    gists from these without weighing the thread's text again (a gist depends on everything shown before it)."""
 
     @classmethod
     def from_state(cls, state: Any) -> Boundary:
         raw = state.get(CLIP_STATE_KEY) if isinstance(state, dict) else None
         if not isinstance(raw, dict):
             return cls()
-        return cls(tuple(raw.get("results") or ()), tuple(raw.get("args") or ()))
+        gists = raw.get("gists")
+        gists = gists if isinstance(gists, dict) else {}
+        return cls(
+            tuple(raw.get("results") or ()),
+            tuple(raw.get("args") or ()),
+            {str(k): tuple(v) for k, v in gists.items() if isinstance(v, list | tuple)},
+        )
 
-    def to_state(self) -> dict[str, list[str]]:
-        return {"results": list(self.results), "args": list(self.args)}
+    def to_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"results": list(self.results), "args": list(self.args)}
+        return state | {"gists": {k: list(v) for k, v in self.gists.items()}} if self.gists else state
 
 
 @dataclass(slots=True)
@@ -82,7 +97,11 @@ class ClearLayer:
     policy: ContextPolicy
     meter: TokenMeter
     name: str = "clear"
-    _replacements: dict[tuple[int, tuple[str, ...]], tuple[BaseMessage, BaseMessage]] = field(default_factory=dict)
+    _replacements: dict[tuple[int, tuple[str, ...]], tuple[BaseMessage, BaseMessage, Gist | None]] = field(
+        default_factory=dict
+    )
+    _stored: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """The boundary's gist lines for the thread being shaped (see `Boundary.gists`)."""
     _ledgers: OrderedDict[str, TokenLedger] = field(default_factory=OrderedDict)
     _ledger: TokenLedger | None = None
     _thread: Sequence[BaseMessage] | None = None
@@ -91,6 +110,7 @@ class ClearLayer:
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         messages = request.messages
         boundary = Boundary.from_state(request.state)
+        self._stored = boundary.gists
         masked = self._masked(messages)
         untouched = not (boundary.results or boundary.args or masked.results or masked.args)
         state_messages = request.state.get("messages") if isinstance(request.state, dict) else None
@@ -125,7 +145,7 @@ class ClearLayer:
                         budget.window.model,
                     )
                 )
-                boundary = grown
+                boundary = self._with_gists(grown, messages)
         if untouched and not events:
             return None
         if not events and all(map(operator.is_, view, messages)):
@@ -135,6 +155,17 @@ class ClearLayer:
 
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         return self.shape(request, budget)
+
+    def _with_gists(self, boundary: Boundary, messages: Sequence[BaseMessage]) -> Boundary:
+        """`boundary` with the gist lines of the results it clears, as this process chose them."""
+        gists = dict(boundary.gists)
+        for message in messages:
+            if isinstance(message, ToolMessage) and message.tool_call_id in boundary.results:
+                hit = self._replacements.get((id(message), ("result",)))
+                made = hit[2] if hit is not None and hit[0] is message else None
+                if made is not None:
+                    gists.setdefault(message.tool_call_id, made.chosen)
+        return Boundary(boundary.results, boundary.args, gists)
 
     # --- the view ---------------------------------------------------------------
     def _current_ledger(self) -> TokenLedger | None:
@@ -173,6 +204,7 @@ class ClearLayer:
         """
         if thread is not None:
             self._thread, self._ledger = thread, None
+        self._stored = boundary.gists
         results = set(boundary.results) | masked.results
         args = set(boundary.args) | masked.args
         out: list[BaseMessage] = []
@@ -191,22 +223,29 @@ class ClearLayer:
         hit = self._replacements.get((id(message), key))
         if hit is not None and hit[0] is message:
             return hit[1]
+        made: Gist | None = None
         if key[0] == "result":
             assert isinstance(message, ToolMessage)
             tokens = self.meter.message_tokens(message)
-            replacement: BaseMessage = result_placeholder(message, tokens, self._gist(message, tokens))
+            made = self._gist(message, tokens)
+            replacement: BaseMessage = result_placeholder(message, tokens, made)
         else:
             assert isinstance(message, AIMessage)
             replacement = args_placeholder(message, set(key[1:]))
         if len(self._replacements) > 50_000:
             self._replacements.clear()
-        self._replacements[(id(message), key)] = (message, replacement)
+        self._replacements[(id(message), key)] = (message, replacement, made)
         return replacement
 
     def _gist(self, message: ToolMessage, tokens: int) -> Gist | None:
         budget = min(self.policy.gist_max_tokens, int(tokens * self.policy.gist_share))
         if budget <= 0:
             return None
+        stored = self._stored.get(message.tool_call_id)
+        if stored is not None:  # chosen when the result was cleared: the same lines, without reading the thread
+            kept = gist_of_lines(text_of(message), stored)
+            if kept is not None:
+                return kept
         ledger = self._current_ledger()
         position = ledger.position(message) if ledger is not None else None
         seen = ledger.seen_before(position) if ledger is not None and position is not None else never_seen
@@ -242,7 +281,7 @@ class ClearLayer:
         }
         stale = superseded(messages)
         results = [m for m in messages if isinstance(m, ToolMessage)]
-        keep_results = {m.tool_call_id for m in newest(results, policy.keep_tool_results)}
+        keep_results = kept_results(messages, results, policy.keep_tool_results)
         callers = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
         keep_callers = {id(m) for m in newest(callers, policy.keep_tool_results)}
         cleared, clipped = set(boundary.results) | masked.results, set(boundary.args) | masked.args
@@ -253,9 +292,7 @@ class ClearLayer:
                 tool = message.name or names.get(call_id)
                 if call_id in cleared or call_id in keep_results or tool in policy.clear_exclude_tools:
                     continue
-                saving = self.meter.message_tokens(message) - self.meter.message_tokens(
-                    self._replace(message, ("result",))
-                )
+                saving = self._result_saving(message)
                 if saving > 0:
                     found.append((self._rank(message, call_id in stale), position, "result", call_id, saving))
             elif policy.clip_tool_args and isinstance(message, AIMessage) and message.tool_calls:
@@ -274,6 +311,17 @@ class ClearLayer:
                         found.append((2, position, "args", call_id, size - left))
         found.sort(key=lambda item: (item[0], item[1]))
         return [(kind, call_id, saving) for _rank, _pos, kind, call_id, saving in found]
+
+    def _result_saving(self, message: ToolMessage) -> int:
+        """Tokens clearing `message` would free: measured when its placeholder exists, else estimated with its gist at
+        the full budget, so that weighing a batch (on every call while one is deferred) never chooses gists it may not
+        make; the batch's own placeholders are measured when it is made."""
+        tokens = self.meter.message_tokens(message)
+        hit = self._replacements.get((id(message), ("result",)))
+        if hit is not None and hit[0] is message:
+            return tokens - self.meter.message_tokens(hit[1])
+        budget = min(self.policy.gist_max_tokens, int(tokens * self.policy.gist_share))
+        return tokens - budget - POINTER_TOKENS
 
     def _count_line(self, line: str) -> int:
         """Tokens of one output line, each distinct line counted once (outputs repeat lines)."""
@@ -295,14 +343,17 @@ class ClearLayer:
     def _masked(self, messages: Sequence[BaseMessage]) -> Mask:
         """Cost-first: results and large arguments of calls made before the newest `mask_after_turns` turns.
 
-        The mask advances `mask_after_turns` turns at a time, so between two advances the calls
-        share their prefix (masking one more result on every call would miss the cache every call).
+        The mask advances `MASK_STEP_FACTOR * mask_after_turns` turns at a time, so between two
+        advances the calls share their prefix: each advance makes the provider read again,
+        uncached, every turn after the first newly masked one, so advancing on every call would
+        miss the cache every call, and advancing every N turns re-reads about 2N turns per N.
         """
         keep = self.policy.mask_after_turns
         if keep is None:
             return NO_MASK
         callers = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
-        boundary = max(0, (len(callers) - keep) // keep * keep)
+        step = keep * MASK_STEP_FACTOR
+        boundary = max(0, (len(callers) - keep) // step * step)
         excluded = self.policy.clear_exclude_tools
         large = self.policy.clip_args_min_tokens
         results: set[str] = set()
@@ -348,6 +399,16 @@ def newest(items: Sequence[T], count: int) -> Sequence[T]:
     return items[max(0, len(items) - count) :] if count > 0 else ()
 
 
+def kept_results(messages: Sequence[BaseMessage], results: Sequence[ToolMessage], keep: int) -> set[str]:
+    """Call ids of the results clearing never touches: the newest `keep`, and with any kept, every result of the
+    newest step (a step of parallel calls is read as one)."""
+    if keep <= 0:
+        return set()
+    ids = {m.tool_call_id for m in newest(results, keep)}
+    latest = next((m for m in reversed(messages) if isinstance(m, AIMessage) and m.tool_calls), None)
+    return ids | {str(c.get("id")) for c in latest.tool_calls} if latest is not None else ids
+
+
 def superseded(messages: Sequence[BaseMessage]) -> set[str]:
     """Ids of calls whose result a later call made stale: the same call made again, or a file read then written."""
     later: set[str] = set()
@@ -385,4 +446,4 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
-__all__ = ["CLIP_STATE_KEY", "Boundary", "ClearLayer", "ClipState", "current_view", "last_view"]
+__all__ = ["CLIP_STATE_KEY", "Boundary", "ClearLayer", "ClipState", "current_view", "kept_results", "last_view"]

@@ -33,27 +33,13 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
 from ctxwarden.core.stamp import METADATA_KEY, RECENT, last_stamped
-from ctxwarden.core.text import content_text
+from ctxwarden.core.text import encode, text_of
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
 """Lone surrogates: how undecodable bytes of a tool's output survive in a Python string."""
 
 RECALL_TOOL = "recall"
 """ctxwarden's own recall tool: its output is bounded, so it is never evicted."""
-
-
-def encode(text: str) -> bytes:
-    """The exact bytes of a result (lone surrogates from undecodable output survive the round trip)."""
-    return text.encode("utf-8", "surrogatepass")
-
-
-def decode(data: bytes) -> str:
-    return data.decode("utf-8", "surrogatepass")
-
-
-def text_of(message: ToolMessage) -> str:
-    """The text of a tool result; content blocks are joined, non-text blocks left to the message."""
-    return content_text(message.content)
 
 
 def _non_text_blocks(message: ToolMessage) -> list[Any]:
@@ -238,4 +224,4 @@ def _map_results(result: ToolMessage | Command[Any], fn: Any) -> Any:
     return result
 
 
-__all__ = ["RECALL_TOOL", "Evictor", "decode", "encode", "text_of"]
+__all__ = ["RECALL_TOOL", "Evictor"]

@@ -60,6 +60,9 @@ class Gist:
     text: str
     shown_lines: int
     total_lines: int
+    chosen: tuple[int, ...] = ()
+    """Indexes of the quoted lines: the clearing boundary keeps them, so another process renders the same gist
+    without weighing the thread again."""
 
 
 Seen = Callable[[str], int]
@@ -74,7 +77,15 @@ def gist(text: str, budget_tokens: int, counter: Callable[[str], int], seen: See
     """The most valuable whole lines of `text` within about `budget_tokens`."""
     lines = text.splitlines()
     chosen = choose_lines(lines, budget_tokens, counter, seen)
-    return Gist(render(lines, chosen), len(chosen), len(lines))
+    return Gist(render(lines, chosen), len(chosen), len(lines), tuple(chosen))
+
+
+def gist_of_lines(text: str, chosen: Sequence[int]) -> Gist | None:
+    """The gist quoting lines `chosen` of `text`, as `gist` chose them once; `None` if they do not fit `text`."""
+    lines = text.splitlines()
+    if any(not 0 <= index < len(lines) for index in chosen) or list(chosen) != sorted(set(chosen)):
+        return None
+    return Gist(render(lines, chosen), len(chosen), len(lines), tuple(chosen))
 
 
 def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[str], int], seen: Seen) -> list[int]:
@@ -205,12 +216,14 @@ class TokenLedger:
     since the last call (by identity), and starts over when the thread is another one.
     """
 
-    __slots__ = ("_messages", "_places", "_positions")
+    __slots__ = ("_firsts", "_messages", "_places", "_positions")
 
     def __init__(self) -> None:
         self._messages: list[BaseMessage] = []
         self._positions: dict[str, list[int]] = {}
         self._places: dict[int, int] = {}
+        self._firsts: dict[int, list[str]] = {}
+        """The tokens each position was first to show (so `shown_again` reads no text)."""
 
     def sync(self, messages: Sequence[BaseMessage]) -> None:
         known = len(self._messages)
@@ -219,7 +232,7 @@ class TokenLedger:
             or messages[0] is not self._messages[0]
             or messages[known - 1] is not self._messages[-1]
         ):
-            self._messages, self._positions, self._places = [], {}, {}
+            self._messages, self._positions, self._places, self._firsts = [], {}, {}, {}
             known = 0
         for position in range(known, len(messages)):
             message = messages[position]
@@ -227,6 +240,8 @@ class TokenLedger:
             self._places[id(message)] = position
             for token in set(TOKEN.findall(message_text(message))):
                 places = self._positions.setdefault(token, [])
+                if not places:
+                    self._firsts.setdefault(position, []).append(token)
                 if len(places) < 3:
                     places.append(position)
 
@@ -237,11 +252,10 @@ class TokenLedger:
 
     def shown_again(self, message: BaseMessage, position: int) -> bool:
         """Whether every distinctive token `message` was first to show also appears in a later message."""
-        for token in set(TOKEN.findall(message_text(message))):
-            places = self._positions.get(token, ())
-            if places and places[0] == position and not any(p > position for p in places):
-                return False
-        return True
+        if self.position(message) != position:
+            return False
+        # positions are kept in order, so a token first shown here appears later iff a second position is kept
+        return all(len(self._positions[token]) > 1 for token in self._firsts.get(position, ()))
 
     def seen_before(self, position: int) -> Seen:
         """How many messages before `position` showed a token."""
@@ -264,6 +278,7 @@ __all__ = [
     "TokenLedger",
     "choose_lines",
     "gist",
+    "gist_of_lines",
     "never_seen",
     "render",
 ]

@@ -1,9 +1,8 @@
-"""File names derived from thread ids, namespaces and tool-call ids: safe, bounded, collision-free.
+"""File names of evicted results, derived from thread ids, namespaces and tool-call ids: safe, bounded, collision-free.
 
 Ids come from users and providers and can hold anything: `../`, absolute paths, NUL
-bytes, very long or non-ASCII text. A component keeps only `[A-Za-z0-9._-]`, never
-starts with a dot or holds `..`, and is bounded; whenever that changed the id, a hash of the
-original is appended, so two different ids never share a file.
+bytes, very long or non-ASCII text; each becomes a path component through
+`ctxwarden.core.layout.safe_component`, which also names the folders.
 
 A call id is not unique within a thread: many model servers number calls per message
 (`call_0` in every turn). So an evicted result's file is keyed by the call id *and* the
@@ -16,22 +15,8 @@ a crash writes the same file again instead of a second one.
 from __future__ import annotations
 
 import hashlib
-import re
 
-LARGE_RESULTS_DIR = "large_tool_results"
-MAX_COMPONENT = 80
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_DOTS = re.compile(r"\.{2,}")
-
-
-def safe_component(value: str) -> str:
-    """A single path component for `value` that cannot leave its directory."""
-    cleaned = _DOTS.sub(".", _UNSAFE.sub("_", value)).lstrip(".") or "_"
-    if cleaned == value and len(value) <= MAX_COMPONENT:
-        return value
-    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    return f"{cleaned[: MAX_COMPONENT - 13]}-{digest}"
-
+from ctxwarden.core.layout import LARGE_RESULTS_DIR, safe_component
 
 KEY_SEPARATOR = "#"
 """Joins a call id and its call key in a recall reference: `call_0#1a2b3c4d`."""
@@ -69,12 +54,4 @@ def result_path(thread_id: str | None, namespace: str, call_id: str, key: str | 
     return "/" + "/".join(parts)
 
 
-__all__ = [
-    "KEY_SEPARATOR",
-    "LARGE_RESULTS_DIR",
-    "call_key",
-    "recall_id",
-    "result_path",
-    "safe_component",
-    "split_recall_id",
-]
+__all__ = ["KEY_SEPARATOR", "call_key", "recall_id", "result_path", "split_recall_id"]

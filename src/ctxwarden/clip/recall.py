@@ -28,12 +28,13 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import InjectedState
 
-from ctxwarden.clip.evict import RECALL_TOOL, decode, text_of
+from ctxwarden.clip.evict import RECALL_TOOL
 from ctxwarden.clip.names import call_key, recall_id, split_recall_id
 from ctxwarden.clip.search import Source, file_sources, find, matcher, message_sources, own_files, reader, render
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.runtime import step_context
 from ctxwarden.core.stamp import METADATA_KEY
+from ctxwarden.core.text import decode, text_of
 
 DEFAULT_LIMIT = 8_000
 MAX_LIMIT = 50_000

@@ -15,10 +15,10 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from ctxwarden.clip.evict import decode, encode, text_of
 from ctxwarden.clip.placeholders import RECALL_REFERENCE
 from ctxwarden.clip.recall import original_result
 from ctxwarden.core.stamp import METADATA_KEY
+from ctxwarden.core.text import decode, encode, text_of
 
 HISTORY_REFERENCE = re.compile(r"The folded turns are in (\S+\.md)")
 

@@ -25,12 +25,12 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxwarden.clip.evict import RECALL_TOOL, decode, text_of
-from ctxwarden.clip.names import LARGE_RESULTS_DIR, safe_component
+from ctxwarden.clip.evict import RECALL_TOOL
 from ctxwarden.clip.placeholders import is_cleared
 from ctxwarden.core.gauge_note import NOTE_SOURCE
+from ctxwarden.core.layout import HISTORY_DIR, LARGE_RESULTS_DIR, safe_component
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.core.text import content_text, value_text
+from ctxwarden.core.text import content_text, decode, text_of, value_text
 
 PAGE_TOKENS = 2_000
 """Most tokens one page of search results takes."""
@@ -40,9 +40,6 @@ MAX_HITS = 2_000
 
 LINE_CHARS = 240
 """A hit's line is shown up to this many characters, around the match."""
-
-HISTORY_DIR = "conversation_history"
-"""Where folds write the turns they fold (see `ctxwarden.fold.history`)."""
 
 VIEW_SOURCES = frozenset({"summarization", NOTE_SOURCE})
 """`lc_source` of messages that are views of others (fold summaries, gauge notes): not searched."""

@@ -24,7 +24,7 @@ from ctxwarden.core.gauge import GaugeLevel, gauge_level
 from ctxwarden.core.meter import Measurement
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.window import Window
-from ctxwarden.errors import CtxwardenError
+from ctxwarden.errors import LayerStateError
 
 PendingEvent = tuple[str, Mapping[str, Any], str | None]
 """A trace event still to be written: kind, payload, model."""
@@ -119,10 +119,6 @@ class ContextLayer(Protocol):
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None: ...
 
 
-class LayerStateError(CtxwardenError, ValueError):
-    """A layer keeps state the agent's schema does not hold (it would be dropped)."""
-
-
 def declared_keys(layer: Any) -> dict[str, Any]:
     """The state keys `layer` declares in its `state_schema` (none when it has none), with their types."""
     schema = getattr(layer, "state_schema", None)
@@ -191,7 +187,6 @@ __all__ = [
     "CallBudget",
     "ContextLayer",
     "LayerEdit",
-    "LayerStateError",
     "PendingEvent",
     "StateCheckedLayer",
     "check_state",

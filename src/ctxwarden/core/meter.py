@@ -33,14 +33,14 @@ from __future__ import annotations
 import json
 import operator
 import threading
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from ctxwarden.core.caches import BoundedDict, ObjectCache
 from ctxwarden.core.counters import (
     OFFLINE_ENCODING,
     TOKENIZER_ENV,
@@ -51,8 +51,6 @@ from ctxwarden.core.counters import (
     default_counter,
 )
 from ctxwarden.core.stamp import COUNT_KEY, carried, count_record
-
-V = TypeVar("V")
 
 MAX_TOOLS = 256
 """Tool schemas whose counts are kept."""
@@ -83,70 +81,6 @@ class Measurement:
     def total(self) -> int:
         """The calibrated count: the meter's best guess of the provider's input tokens."""
         return round(self.estimate * self.factor)
-
-
-class ObjectCache(Generic[V]):
-    """Values computed for objects, found by identity, holding only a weak reference to each object.
-
-    At `cap` entries the oldest quarter is dropped; an entry whose object was freed is
-    never returned (its weak reference is dead) and is overwritten when the id is reused.
-    """
-
-    __slots__ = ("_entries", "_lock", "cap")
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self._entries: dict[int, tuple[weakref.ref[Any], V]] = {}
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, obj: object) -> V | None:
-        hit = self._entries.get(id(obj))
-        if hit is not None and hit[0]() is obj:
-            return hit[1]
-        return None
-
-    def put(self, obj: object, value: V) -> None:
-        try:
-            ref = weakref.ref(obj)
-        except TypeError:  # an object that cannot be weakly referenced is simply not cached
-            return
-        if len(self._entries) >= self.cap:
-            with self._lock:
-                _trim(self._entries, self.cap)
-        self._entries[id(obj)] = (ref, value)
-
-
-class BoundedDict(Generic[V]):
-    """A dict that drops its oldest quarter at `cap` entries."""
-
-    __slots__ = ("_entries", "_lock", "cap")
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self._entries: dict[Any, V] = {}
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: Any) -> V | None:
-        return self._entries.get(key)
-
-    def put(self, key: Any, value: V) -> None:
-        if len(self._entries) >= self.cap:
-            with self._lock:
-                _trim(self._entries, self.cap)
-        self._entries[key] = value
-
-
-def _trim(entries: dict[Any, Any], cap: int) -> None:
-    if len(entries) < cap:
-        return
-    for key in list(islice(entries, max(1, len(entries) // 4))):
-        entries.pop(key, None)
 
 
 @dataclass(slots=True)
@@ -438,9 +372,7 @@ __all__ = [
     "OFFLINE_ENCODING",
     "TOKENIZER_ENV",
     "ApproximateCounter",
-    "BoundedDict",
     "Measurement",
-    "ObjectCache",
     "TextCounter",
     "TiktokenCounter",
     "TokenMeter",

@@ -61,8 +61,8 @@ class ContextPolicy:
     clear_to: float = 0.40
     """One clearing batch goes down to this share, so the cached prefix moves rarely."""
 
-    keep_tool_results: int = 3
-    """The newest tool results that clearing never touches."""
+    keep_tool_results: int = 2
+    """The newest tool results that clearing never touches (with any kept, all results of the newest step stay)."""
 
     clear_exclude_tools: tuple[str, ...] = ()
     """Tools whose results are never cleared (for example an attempt log)."""
@@ -73,7 +73,7 @@ class ContextPolicy:
     clip_args_min_tokens: int = 200
     """Tool-call arguments at least this large are clipped in older turns."""
 
-    clear_min_batch_share: float = 0.05
+    clear_min_batch_share: float = 0.10
     """A clearing batch that would free less than this share of the window waits (the cached prefix
     stays put) until it can, or until the call passes the fold threshold."""
 

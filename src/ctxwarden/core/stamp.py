@@ -52,7 +52,15 @@ def stamps(messages: Iterable[BaseMessage]) -> list[dict[str, Any]]:
 
 
 STOCK_EVICTION_PREFIX = "Tool result too large, the result of this tool call"
-"""How deepagents' own eviction (FilesystemMiddleware) begins the message it leaves behind."""
+"""How deepagents' own eviction (`FilesystemMiddleware`) begins the message it leaves behind.
+
+deepagents marks an evicted result by nothing public but this wording, so it is pinned
+to what its public middleware produces: `tests/test_deepagents_contract.py` evicts a
+result through `FilesystemMiddleware.wrap_tool_call` and fails on a deepagents whose
+wording no longer starts so (then update this, and `DEEPAGENTS_CHECKED`)."""
+
+DEEPAGENTS_CHECKED = "0.7"
+"""The deepagents release series whose eviction wording `STOCK_EVICTION_PREFIX` was checked against."""
 
 
 def is_evicted(message: BaseMessage) -> bool:
@@ -126,6 +134,7 @@ def carried(message: BaseMessage, counter: str) -> dict[str, Any] | None:
 
 __all__ = [
     "COUNT_KEY",
+    "DEEPAGENTS_CHECKED",
     "METADATA_KEY",
     "RECENT",
     "STOCK_EVICTION_PREFIX",

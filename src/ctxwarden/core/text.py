@@ -1,4 +1,9 @@
-"""The text a model reads in a message, in one place for every layer that looks at it."""
+"""The text a model reads in a message, and how long text is cut: in one place for every layer that looks at it.
+
+Clip, fold, the report and the benchmark all read message text and cut long lines; they
+share these helpers rather than borrow them from one another, so no layer imports a
+sibling just to read a message.
+"""
 
 from __future__ import annotations
 
@@ -33,9 +38,48 @@ def message_text(message: BaseMessage) -> str:
     return "\n".join(parts)
 
 
+def text_of(message: BaseMessage) -> str:
+    """The text of a message's content (a tool result, a reply); text blocks joined, other blocks left out."""
+    return content_text(message.content)
+
+
 def value_text(value: Any) -> str:
     """An argument value as the model reads it: strings as they are, anything else as JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
-__all__ = ["TOKEN", "content_text", "message_text", "value_text"]
+def encode(text: str) -> bytes:
+    """The exact bytes of a text (lone surrogates from undecodable output survive the round trip)."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def decode(data: bytes) -> str:
+    """The text of bytes written by `encode`."""
+    return data.decode("utf-8", "surrogatepass")
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` on one line (white space folded), cut to `limit` characters with a closing `…`."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def cut_middle(text: str, max_chars: int) -> str:
+    """`text` cut in the middle to about `max_chars` characters, saying how many were cut."""
+    if len(text) <= max_chars:
+        return text
+    half = max_chars // 2
+    return f"{text[:half]}\n… [{len(text) - max_chars:,} chars cut] …\n{text[-half:]}"
+
+
+__all__ = [
+    "TOKEN",
+    "content_text",
+    "cut_middle",
+    "decode",
+    "encode",
+    "message_text",
+    "one_line",
+    "text_of",
+    "value_text",
+]

@@ -23,19 +23,14 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxwarden.clip.names import LARGE_RESULTS_DIR, safe_component
+from ctxwarden.core.layout import HISTORY_DIR, LARGE_RESULTS_DIR, safe_component
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.errors import CtxwardenError
-from ctxwarden.fold.history import HISTORY_DIR
+from ctxwarden.errors import ForkError
 from ctxwarden.fold.state import SUMMARY_SOURCE, Folds, is_summary
 
 PRIVATE_PREFIX = "ctxwarden_"
 """ctxwarden's private state keys (folds, the clearing boundary) start with this."""
-
-
-class ForkError(CtxwardenError, ValueError):
-    """The chosen units cannot make a valid thread."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +239,6 @@ def _first_words(message: BaseMessage, count: int = 12) -> str:
 
 
 __all__ = [
-    "ForkError",
     "Unit",
     "carried_values",
     "carry_offloaded",

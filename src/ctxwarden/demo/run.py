@@ -26,18 +26,20 @@ from langchain_core.runnables import RunnableConfig
 from ctxwarden.clip.recoverability import check_outputs
 from ctxwarden.core.extras import require
 from ctxwarden.core.gauge import gauge_level
+from ctxwarden.core.layout import DEFAULT_STATE_DIR, TRACE_FILE
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.stamp import METADATA_KEY, is_evicted
+from ctxwarden.errors import BuildArgumentError
 from ctxwarden.fold.engine import DETERMINISTIC
-from ctxwarden.observe.plot import usage_plot
-from ctxwarden.observe.report import ContextReport, build_report
-from ctxwarden.observe.trace import TRACE_FILE, TraceStore
 from ctxwarden.replay.driver import replay_into
 from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording, load_recording
 from ctxwarden.replay.tools import replay_tools
-from ctxwarden.stack.build import DEFAULT_STATE_DIR, create_context_agent
-from ctxwarden.view import last_call_view
+from ctxwarden.report import ContextReport, build_report
+from ctxwarden.report.plot import usage_plot
+from ctxwarden.stack.build import create_context_agent
+from ctxwarden.thread.view import last_call_view
+from ctxwarden.trace.store import TraceStore
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -107,7 +109,9 @@ def run_demo(
     (`pip install 'ctxwarden[demo]'`).
     """
     if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
-        raise ValueError(f"window={window!r} must be a positive number of tokens, e.g. --window 32000.")
+        raise BuildArgumentError(
+            f"window={window!r} must be a positive number of tokens. Fix: pass e.g. --window 32000."
+        )
     require("matplotlib.figure", "the demo's usage plot")
     recording = load_recording(trajectory or default_trajectory())
     model = ReplayChatModel(recording=recording, usage="received", profile={"max_input_tokens": window})

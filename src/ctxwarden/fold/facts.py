@@ -134,20 +134,24 @@ class Facts:
 
 
 def gather(previous: Facts, folded: Sequence[BaseMessage]) -> Facts:
-    """`previous` extended with the facts of `folded` (whole messages, as the thread holds them)."""
+    """`previous` extended with the facts of `folded` (whole messages, as the thread holds them).
+
+    Linear in the folded text: each message is read once (a fold is on the critical path).
+    """
     facts = Facts.from_dict(previous.to_dict())
+    seen = {kind: set(items) for kind, items in zip(("users", "files", "failures", "used"), facts.kinds(), strict=True)}
     commands: dict[str, str] = {}  # call id -> the command's first line
     outcomes: list[tuple[str, bool]] = []  # (command, failed) in order, to tell whether a failure was fixed later
     pending: list[tuple[int, str, str]] = []
-    said = [m for m in folded if isinstance(m, AIMessage)]
+    last_written = _last_written(folded)
     spoken = 0
     for message in folded:
         if isinstance(message, HumanMessage) and not _is_summary(message):
-            _add(facts.users, content_text(message.content).strip())
+            _add(facts.users, seen["users"], content_text(message.content).strip())
         elif isinstance(message, AIMessage):
             spoken += 1
             for path in written_paths(message):
-                _add(facts.files, path)
+                _add(facts.files, seen["files"], path)
             for call in message.tool_calls:
                 args = "\n".join(value_text(v) for v in (call.get("args") or {}).values())
                 commands[str(call.get("id"))] = next((line for line in args.splitlines() if line.strip()), "")
@@ -158,33 +162,45 @@ def gather(previous: Facts, folded: Sequence[BaseMessage]) -> Facts:
             outcomes.append((command, line is not None))
             if line is not None:
                 pending.append((len(outcomes) - 1, command, line))
-            _used_lines(facts, text, said[spoken:])
+            _used_lines(facts, seen["used"], text, last_written, spoken)
+    passed_after: dict[str, int] = {}  # command -> the last position at which a run of it passed
+    for index, (command, failed) in enumerate(outcomes):
+        if not failed:
+            passed_after[command] = index
     for index, command, line in pending:
-        fixed = bool(command) and any(c == command and not failed for c, failed in outcomes[index + 1 :])
+        fixed = bool(command) and passed_after.get(command, -1) > index
         entry = "\n".join(part for part in (command, line) if part)
-        _add(facts.failures, entry + ("\n(a later run of it passed)" if fixed else ""))
+        _add(facts.failures, seen["failures"], entry + ("\n(a later run of it passed)" if fixed else ""))
     return facts
 
 
-def _used_lines(facts: Facts, text: str, later: Sequence[AIMessage]) -> None:
-    """The first line of an output to show each token the agent went on to write."""
-    if not later:
-        return
-    written: set[str] = set()
-    for message in later:
-        written.update(TOKEN.findall(message_text(message)))
+def _last_written(folded: Sequence[BaseMessage]) -> dict[str, int]:
+    """Each token the agent wrote, with how many of its messages had been said when it last wrote it (1-based)."""
+    last: dict[str, int] = {}
+    spoken = 0
+    for message in folded:
+        if isinstance(message, AIMessage):
+            spoken += 1
+            for token in TOKEN.findall(message_text(message)):
+                last[token] = spoken
+    return last
+
+
+def _used_lines(facts: Facts, seen: set[str], text: str, last_written: Mapping[str, int], spoken: int) -> None:
+    """The first line of an output to show each token the agent went on to write (after `spoken` of its messages)."""
     taken: set[str] = set()
     for line in text.splitlines():
         if not line.strip() or len(line) > MAX_LINE_CHARS:
             continue
-        fresh = [t for t in TOKEN.findall(line) if t in written and t not in taken]
+        fresh = [t for t in TOKEN.findall(line) if last_written.get(t, 0) > spoken and t not in taken]
         if fresh:
             taken.update(fresh)
-            _add(facts.used, line)
+            _add(facts.used, seen, line)
 
 
-def _add(items: list[str], item: str) -> None:
-    if item and item not in items:
+def _add(items: list[str], seen: set[str], item: str) -> None:
+    if item and item not in seen:
+        seen.add(item)
         items.append(item)
 
 
@@ -193,14 +209,13 @@ def render(facts: Facts, max_chars: int) -> str:
     user messages, each oldest first. The latest user message, the paths written and the latest failure always stay:
     they are what a fold must never lose, and paths are small."""
     users, files, failures, used = (list(kind) for kind in facts.kinds())
-
-    def size() -> int:
-        return sum(len(item) + 1 for kind in (users, files, failures, used) for item in kind)
-
-    order = [(used, 0), (failures, 1), (users, 1)]
-    for kind, keep in order:
-        while size() > max_chars and len(kind) > keep:
-            kind.pop(0)
+    size = sum(len(item) + 1 for kind in (users, files, failures, used) for item in kind)
+    for kind, keep in ((used, 0), (failures, 1), (users, 1)):
+        dropped = 0
+        while size > max_chars and len(kind) - dropped > keep:
+            size -= len(kind[dropped]) + 1
+            dropped += 1
+        del kind[:dropped]
     out = [FACTS_HEADING]
     for title, items in zip(_SUBSECTIONS, (users, files, failures, used), strict=True):
         if items:

@@ -19,11 +19,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from ctxwarden.clip.evict import decode, encode
-from ctxwarden.clip.names import safe_component
+from ctxwarden.core.layout import HISTORY_DIR, safe_component
+from ctxwarden.core.text import decode, encode
 from ctxwarden.fold.transcript import section_marker
 
-HISTORY_DIR = "conversation_history"
 _STAGED_END = b"\n<!-- ctxwarden: staged "
 
 
@@ -118,4 +117,4 @@ async def aappend_section(backend: Any, path: str, number: int, section: str) ->
         return f"{type(exc).__name__}: {exc}"
 
 
-__all__ = ["HISTORY_DIR", "aappend_section", "append_section", "history_path", "staged_path"]
+__all__ = ["aappend_section", "append_section", "history_path", "staged_path"]

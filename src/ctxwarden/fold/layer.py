@@ -105,8 +105,8 @@ class FoldLayer:
 
     def _ahead(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         """Not folding on this call: past the pre-fold point, have the next fold's summary prepared."""
-        threshold = self.preparer.threshold(budget)
-        if threshold is None or budget.used <= threshold:
+        thread_id, namespace, _run = step_context()
+        if not self.preparer.due((thread_id, namespace), budget):
             return None
         events = self.preparer.ahead(fold_input(request, budget, self._folds(request.state), None, False))
         return LayerEdit(request, events=events) if events else None

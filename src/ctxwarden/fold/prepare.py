@@ -8,6 +8,12 @@ the fold fires it applies that summary at once: it writes the history file, reco
 the facts section for the cut it applies (`Folder.apply`), and builds the view — no
 summarizer call on the critical path.
 
+Past that point a summary is asked for only when the fold looks near: when the call's
+recent growth, kept up for `LOOKAHEAD_CALLS` more calls, would reach `summarize_at`
+(a process with no growth seen yet prepares at once). A summary prepared for a session
+that ends, or a batch of clearing that brings the call back down, is paid for and never
+used, so preparing at the first call past the point would cost more than it saves.
+
 A preparation is only a summary kept in memory, tied to exactly what it summarized: the
 fold before it and the id and content of every message it covers. It is applied only
 when all of that is still what the thread holds; otherwise it is discarded (and redone on
@@ -27,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
+import itertools
 import json
 import threading
 import time
@@ -47,6 +54,13 @@ from ctxwarden.fold.summarize import Summary, deterministic_summary, model_summa
 
 MAX_PREPARED = 256
 """Threads (and subagent namespaces) with a preparation kept at once; the oldest is dropped past it."""
+
+LOOKAHEAD_CALLS = 3
+"""Past the pre-fold point, a summary is prepared once the recent growth per call, kept up this many calls, would
+reach the fold threshold: enough calls for a summarizer to write while the agent works."""
+
+GROWTH_CALLS = 4
+"""Calls whose growth (tokens over the previous call, when it grew) the forecast averages."""
 
 Key = tuple[str | None, str]
 
@@ -106,6 +120,8 @@ class Preparer:
     def __init__(self, folder: Folder) -> None:
         self.folder = folder
         self._prepared: OrderedDict[Key, Preparation] = OrderedDict()
+        self._sizes: OrderedDict[Key, list[int]] = OrderedDict()
+        """The tokens of each thread's latest calls (the newest last), for the growth forecast."""
         self._lock = threading.Lock()
 
     def threshold(self, budget: CallBudget) -> int | None:
@@ -114,6 +130,32 @@ class Preparer:
         if not policy.fold_prepare_ahead:
             return None
         return int(budget.window.tokens * (policy.summarize_at - policy.fold_prepare_ahead))
+
+    def due(self, key: Key, budget: CallBudget) -> bool:
+        """Whether the next fold's summary should be prepared on this call (see the module docstring).
+
+        Every call that does not fold reports its size here, so the forecast follows the thread.
+        """
+        threshold = self.threshold(budget)
+        if threshold is None:
+            return False
+        sizes = self._remember(key, budget.used)
+        if budget.used <= threshold:
+            return False
+        growth = [later - earlier for earlier, later in itertools.pairwise(sizes) if later > earlier]
+        if not growth:  # nothing seen grow yet (a new process): prepare now rather than risk a wait
+            return True
+        ahead = budget.used + LOOKAHEAD_CALLS * sum(growth) / len(growth)
+        return ahead >= budget.policy.fold_threshold(budget.window.tokens)
+
+    def _remember(self, key: Key, tokens: int) -> list[int]:
+        with self._lock:
+            sizes = self._sizes.pop(key, [])
+            sizes = [*sizes[-GROWTH_CALLS:], tokens]
+            self._sizes[key] = sizes
+            while len(self._sizes) > MAX_PREPARED:
+                self._sizes.popitem(last=False)
+        return sizes
 
     def prepared(self, thread_id: str | None, namespace: str = "") -> Preparation | None:
         """The preparation kept for a thread (and namespace), if any."""

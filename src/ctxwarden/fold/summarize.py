@@ -20,8 +20,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxwarden.clip.evict import text_of
+from ctxwarden.core.text import one_line, text_of
 from ctxwarden.core.window import model_name
+from ctxwarden.errors import SummarizerError, SummarizerTimeoutError
 from ctxwarden.fold.state import is_summary
 from ctxwarden.fold.transcript import transcript
 
@@ -118,7 +119,7 @@ async def amodel_summary(model: Any, prompt: str, *, retries: int, timeout: floa
             try:
                 reply = await asyncio.wait_for(model.ainvoke([HumanMessage(prompt)]), timeout)
             except TimeoutError:
-                raise TimeoutError(_timed_out(timeout)) from None
+                raise SummarizerTimeoutError(_timed_out(timeout)) from None
             return _from_reply(model, reply)
         except Exception as exc:  # any provider failure falls back, after the retries
             error = exc
@@ -147,14 +148,17 @@ def _call_with_timeout(call: Callable[[], Any], timeout: float | None) -> Any:
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
-        raise TimeoutError(_timed_out(timeout))
+        raise SummarizerTimeoutError(_timed_out(timeout))
     if "error" in outcome:
         raise outcome["error"]
     return outcome["reply"]
 
 
 def _timed_out(timeout: float | None) -> str:
-    return f"the summarizer did not answer within {timeout:g} s (ContextPolicy.summarizer_timeout)"
+    return (
+        f"the summarizer did not answer within {timeout:g} s (ContextPolicy.summarizer_timeout). "
+        "Fix: raise summarizer_timeout, or pass a faster summarizer."
+    )
 
 
 def _from_reply(model: Any, reply: Any) -> Summary:
@@ -164,7 +168,10 @@ def _from_reply(model: Any, reply: Any) -> Summary:
         else "\n".join(str(b.get("text", "")) for b in reply.content if isinstance(b, dict))
     )
     if not text.strip():
-        raise ValueError("the summarizer returned an empty summary")
+        raise SummarizerError(
+            f"the summarizer {model_name(model)!r} returned an empty summary. Fix: check the model answers plain text "
+            "to the fold prompt, or pass summarizer='deterministic'."
+        )
     usage = dict(reply.usage_metadata) if getattr(reply, "usage_metadata", None) else None
     return Summary(text.strip(), model_name(model), fallback=False, usage=usage)
 
@@ -176,13 +183,13 @@ def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage],
         sections[name].extend(lines)
     users = [m for m in messages if isinstance(m, HumanMessage) and not is_summary(m)]
     if users and not sections["Session intent"]:
-        sections["Session intent"].append(_cap(_plain(users[0].content)))
+        sections["Session intent"].append(one_line(_plain(users[0].content), LINE_CAP))
     for message in users:
-        sections["User constraints and preferences"].append(f'"{_cap(_plain(message.content), 600)}"')
+        sections["User constraints and preferences"].append(f'"{one_line(_plain(message.content), 600)}"')
     outcomes = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     said = [m for m in messages if isinstance(m, AIMessage) and _plain(m.content).strip()]
     for reply in said[-4:]:
-        sections["Key decisions"].append(_cap(_plain(reply.content)))
+        sections["Key decisions"].append(one_line(_plain(reply.content), LINE_CAP))
     artifacts: OrderedDict[str, None] = OrderedDict()
     for item in messages:
         if isinstance(item, AIMessage):
@@ -191,7 +198,7 @@ def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage],
                 outcome = _outcome(result)
                 args = call.get("args") or {}
                 command = args.get("command") or args.get("file_path") or args.get("path") or ""
-                label = f"{call.get('name')}({_cap(str(command), 160)})" if command else f"{call.get('name')}()"
+                label = f"{call.get('name')}({one_line(str(command), 160)})" if command else f"{call.get('name')}()"
                 artifacts[f"{label} -> {outcome}"] = None
                 for path in PATH.findall(str(args)):
                     artifacts[f"file {path}"] = None
@@ -200,14 +207,14 @@ def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage],
             error = next((line.strip() for line in text.splitlines() if ERROR_LINE.search(line)), None)
             if error:
                 sections["Errors seen"].append(
-                    f"call {item.tool_call_id}: {_cap(error)} (seen; see later calls for the fix)"
+                    f"call {item.tool_call_id}: {one_line(error, LINE_CAP)} (seen; see later calls for the fix)"
                 )
     sections["Artifacts"].extend(artifacts)
     if said:
-        sections["Current state"] = [_cap(_plain(said[-1].content), 600)]
-        sections["Next steps"] = [_cap(_plain(said[-1].content), 600)]
+        sections["Current state"] = [one_line(_plain(said[-1].content), 600)]
+        sections["Next steps"] = [one_line(_plain(said[-1].content), 600)]
     elif messages:
-        sections["Current state"] = [f"last action: {_cap(_plain(messages[-1].content))}"]
+        sections["Current state"] = [f"last action: {one_line(_plain(messages[-1].content), LINE_CAP)}"]
     out = []
     for name, lines in sections.items():
         unique = list(OrderedDict.fromkeys(line for line in lines if line))
@@ -224,9 +231,9 @@ def _outcome(result: ToolMessage | None) -> str:
         return "no result"
     text = text_of(result)
     if result.status == "error":
-        return f"error: {_cap(text, 120)}"
+        return f"error: {one_line(text, 120)}"
     first = next((line for line in text.splitlines() if line.strip()), "")
-    return f"{len(text):,} chars: {_cap(first, 120)}" if first else "empty"
+    return f"{len(text):,} chars: {one_line(first, 120)}" if first else "empty"
 
 
 def _parse(summary: str | None) -> dict[str, list[str]]:
@@ -253,11 +260,6 @@ def _plain(content: Any) -> str:
     if isinstance(content, str):
         return content
     return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-
-
-def _cap(text: str, limit: int = LINE_CAP) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 __all__ = ["PROMPT", "SECTIONS", "Summary", "amodel_summary", "deterministic_summary", "model_summary", "prompt_for"]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxwarden.clip.evict import text_of
+from ctxwarden.core.text import cut_middle, text_of
 
 ROLE = {HumanMessage: "USER", AIMessage: "ASSISTANT", ToolMessage: "TOOL RESULT", SystemMessage: "SYSTEM"}
 
@@ -30,10 +30,7 @@ def _text(message: BaseMessage) -> str:
 def render(message: BaseMessage, *, max_chars: int | None = None) -> str:
     """One message as a transcript entry (`max_chars` cuts long content in the middle)."""
     role = next((name for cls, name in ROLE.items() if isinstance(message, cls)), message.type.upper())
-    text = _text(message)
-    if max_chars is not None and len(text) > max_chars:
-        half = max_chars // 2
-        text = f"{text[:half]}\n… [{len(text) - max_chars:,} chars cut] …\n{text[-half:]}"
+    text = _text(message) if max_chars is None else cut_middle(_text(message), max_chars)
     parts = []
     if isinstance(message, ToolMessage):
         role = f"{role} ({message.name or 'tool'}, call {message.tool_call_id})"

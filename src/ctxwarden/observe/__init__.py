@@ -1,44 +1,33 @@
-"""Observe: the append-only trace, the /context report and the usage plot.
+"""Deprecated: `ctxwarden.observe` was split by layer.
 
-The trace side (store, recorder) is used by the layers below; the report sits above the
-stack it describes. So the report's names are loaded on first use: importing the recorder
-from a layer must not pull in the stack that imports that layer.
+The trace (store, recorder) is `ctxwarden.trace`, low enough for every layer; reading a
+thread is `ctxwarden.thread`; the /context report and the usage plot are
+`ctxwarden.report`, above the layers they describe. Every name that was here still
+works, with a `DeprecationWarning` naming its new home; the public ones are also in
+`ctxwarden` itself.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from ctxwarden.core.moved import moved_names
 
-from ctxwarden.observe.pg_trace import PostgresTraceStore  # registers the Postgres trace with TraceStore(target)
-from ctxwarden.observe.recorder import TraceRecorder
-from ctxwarden.observe.thread import UnknownThreadError, read_messages
-from ctxwarden.observe.trace import KINDS, TRACE_FILE, SqliteTraceStore, TraceError, TraceEvent, TraceStore
+__getattr__ = moved_names(
+    __name__,
+    {
+        "CATEGORIES": "ctxwarden.report",
+        "ContextReport": "ctxwarden.report",
+        "acontext_report": "ctxwarden.report",
+        "build_report": "ctxwarden.report",
+        "context_report": "ctxwarden.report",
+        "KINDS": "ctxwarden.trace",
+        "PostgresTraceStore": "ctxwarden.trace",
+        "SqliteTraceStore": "ctxwarden.trace",
+        "TraceError": "ctxwarden.errors",
+        "TraceEvent": "ctxwarden.trace",
+        "TraceRecorder": "ctxwarden.trace",
+        "TraceStore": "ctxwarden.trace",
+        "TRACE_FILE": "ctxwarden.core.layout",
+        "UnknownThreadError": "ctxwarden.errors",
+        "read_messages": "ctxwarden.thread",
+    },
+)
 
-if TYPE_CHECKING:
-    from ctxwarden.observe.report import CATEGORIES, ContextReport, acontext_report, build_report, context_report
-
-_REPORT_NAMES = frozenset({"CATEGORIES", "ContextReport", "acontext_report", "build_report", "context_report"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _REPORT_NAMES:
-        return getattr(import_module("ctxwarden.observe.report"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = [
-    "CATEGORIES",
-    "KINDS",
-    "TRACE_FILE",
-    "ContextReport",
-    "PostgresTraceStore",
-    "SqliteTraceStore",
-    "TraceError",
-    "TraceEvent",
-    "TraceRecorder",
-    "TraceStore",
-    "UnknownThreadError",
-    "acontext_report",
-    "build_report",
-    "context_report",
-    "read_messages",
-]
+__all__: list[str] = []

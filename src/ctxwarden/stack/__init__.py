@@ -2,10 +2,10 @@
 
 from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
 from ctxwarden.stack.build import context_middleware, create_context_agent, managed_subagents
-from ctxwarden.stack.checkpoints import SqliteCheckpointer, open_checkpointer
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
 from ctxwarden.stack.middleware import ContextWindowMiddleware
 from ctxwarden.stack.store_isolation import ThreadIsolatedStoreBackend
+from ctxwarden.thread.checkpoints import SqliteCheckpointer, open_checkpointer
 
 __all__ = [
     "CallBudget",

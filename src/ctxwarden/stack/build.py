@@ -28,25 +28,21 @@ from ctxwarden.admit.layer import AdmitLayer
 from ctxwarden.admit.skills import skills_loader
 from ctxwarden.clip.clear import ClearLayer
 from ctxwarden.core.layers import ContextLayer, StateCheckedLayer, joined_schema
+from ctxwarden.core.layout import CHECKPOINTS_FILE, DATABASES, DEFAULT_STATE_DIR, TRACE_FILE
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.parts import AgentParts, attach_parts
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.errors import BuildArgumentError, CtxwardenError
 from ctxwarden.fold.engine import DETERMINISTIC, Folder
 from ctxwarden.fold.layer import FoldedView, FoldLayer
-from ctxwarden.observe.recorder import TraceRecorder
-from ctxwarden.observe.trace import TRACE_FILE, TraceStore
-from ctxwarden.stack.checkpoints import open_checkpointer
 from ctxwarden.stack.discover import AgentBackend, FindBackendLayer
-from ctxwarden.stack.isolation import DATABASES, ThreadIsolatedBackend, normalized
+from ctxwarden.stack.isolation import ThreadIsolatedBackend, normalized
 from ctxwarden.stack.middleware import SLOT_NAME, ContextWindowMiddleware
 from ctxwarden.stack.pick import ModelPicker, model_from_context
-from ctxwarden.view import ContextState
-
-DEFAULT_STATE_DIR = Path(".ctxwarden")
-"""Where the embedded default keeps checkpoints, the trace and offloaded files."""
-
-CHECKPOINTS_FILE = "checkpoints.sqlite"
+from ctxwarden.thread.checkpoints import open_checkpointer
+from ctxwarden.thread.view import ContextState
+from ctxwarden.trace.recorder import TraceRecorder
+from ctxwarden.trace.store import TraceStore
 
 
 def validate_arguments(*, policy: Any = None, summarizer: Any = None) -> None:
@@ -276,8 +272,6 @@ def check_unreachable(backend: Any, database: Path, what: str) -> None:
 
 
 __all__ = [
-    "CHECKPOINTS_FILE",
-    "DEFAULT_STATE_DIR",
     "check_unreachable",
     "context_middleware",
     "create_context_agent",

@@ -27,12 +27,11 @@ from deepagents.backends import FilesystemBackend
 from deepagents.backends.protocol import BackendProtocol
 from deepagents.middleware.filesystem import FilesystemMiddleware
 from langchain.agents.middleware.types import ModelRequest
-from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ctxwarden.core.layers import CallBudget, LayerEdit
-from ctxwarden.observe.trace import TraceStore
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
 from ctxwarden.stack.middleware import ContextWindowMiddleware
+from ctxwarden.trace.store import TraceStore
 
 T = TypeVar("T")
 
@@ -119,14 +118,6 @@ def backend_of(agent: Any) -> Any:
     return None
 
 
-def checkpointer_of(source: Any) -> BaseCheckpointSaver | None:
-    """The checkpointer of a compiled agent (or the checkpointer itself)."""
-    if isinstance(source, BaseCheckpointSaver):
-        return source
-    saver = getattr(source, "checkpointer", None)
-    return saver if isinstance(saver, BaseCheckpointSaver) else None
-
-
 class AgentBackend(BackendProtocol):
     """ctxwarden's backend when none is given: the one the agent's own file tools use.
 
@@ -205,7 +196,6 @@ __all__ = [
     "AgentBackend",
     "FindBackendLayer",
     "backend_of",
-    "checkpointer_of",
     "context_middlewares",
     "files_backend",
     "reachable",

@@ -40,17 +40,13 @@ from deepagents.backends.protocol import (
     WriteResult,
 )
 
-from ctxwarden.clip.names import LARGE_RESULTS_DIR, safe_component
+from ctxwarden.core.layout import DATABASES, HISTORY_DIR, LARGE_RESULTS_DIR, safe_component
 from ctxwarden.core.runtime import step_context
-from ctxwarden.fold.history import HISTORY_DIR
 
 _Listing = TypeVar("_Listing", LsResult, GlobResult, GrepResult)
 
 PRIVATE_DIRS = (LARGE_RESULTS_DIR, HISTORY_DIR)
 """Top-level folders whose second component names the thread that owns what is below."""
-
-DATABASES = ("/checkpoints.sqlite", "/trace.sqlite")
-"""The embedded default's databases, as backend paths: refused unless others are given."""
 
 SQLITE_SIDECARS = ("", "-wal", "-shm", "-journal")
 """A SQLite database is its file plus these: each is refused with it."""
@@ -332,7 +328,6 @@ def _in_order(
 
 
 __all__ = [
-    "DATABASES",
     "PRIVATE_DIRS",
     "SQLITE_SIDECARS",
     "UNGUESSABLE",

@@ -47,11 +47,11 @@ from ctxwarden.core.stamp import METADATA_KEY, RECENT, last_stamped
 from ctxwarden.core.stream import emit_layer_events
 from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import ContextStillTooLargeError, is_context_overflow
-from ctxwarden.fold.compact import make_compact_tool
-from ctxwarden.observe.recorder import PendingEvent, TraceRecorder
+from ctxwarden.fold.tool import make_compact_tool
 from ctxwarden.stack.pick import ModelPicker
 from ctxwarden.stack.search_scope import ThreadScope
-from ctxwarden.view import ContextState
+from ctxwarden.thread.view import ContextState
+from ctxwarden.trace.recorder import PendingEvent, TraceRecorder
 
 SLOT_NAME = "SummarizationMiddleware"
 """The deepagents slot this middleware replaces, so it runs before any user middleware."""

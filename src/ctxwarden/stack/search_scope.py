@@ -19,17 +19,16 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 
-from ctxwarden.clip.names import safe_component
 from ctxwarden.clip.search import Reader, Source, file_sources, message_sources, own_files, reader
+from ctxwarden.core.layout import HISTORY_DIR, safe_component
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
 from ctxwarden.curate.fork import relocated
 from ctxwarden.curate.lineage import ancestors
-from ctxwarden.fold.history import HISTORY_DIR
-from ctxwarden.observe.thread import reader_graph
 from ctxwarden.stack.isolation import ThreadIsolatedBackend, owner_of
-from ctxwarden.view import model_view
+from ctxwarden.thread.read import reader_graph
+from ctxwarden.thread.view import model_view
 
 
 class ThreadScope:

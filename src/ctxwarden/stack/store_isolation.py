@@ -44,7 +44,7 @@ from deepagents.backends.protocol import (
 from langgraph.config import get_store
 from langgraph.store.base import BaseStore
 
-from ctxwarden.clip.names import safe_component
+from ctxwarden.core.layout import safe_component
 from ctxwarden.core.runtime import step_context
 from ctxwarden.errors import CtxwardenError
 from ctxwarden.stack.isolation import owner_of

@@ -32,11 +32,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ctxwarden.observe.pg_migrations import DEFAULT_SCHEMA, MIGRATIONS, TRIGGERS, applied, checked_schema, migrate
-from ctxwarden.observe.trace import (
+from ctxwarden.errors import TraceError
+from ctxwarden.trace.postgres_migrations import DEFAULT_SCHEMA, MIGRATIONS, TRIGGERS, applied, checked_schema, migrate
+from ctxwarden.trace.store import (
     COLUMNS,
     LIFECYCLE_KINDS,
-    TraceError,
     TraceEvent,
     TraceStore,
     batch_of,

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from ctxwarden.clip.clear import kept_results
 from ctxwarden.clip.placeholders import is_cleared
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
-
-if TYPE_CHECKING:
-    from ctxwarden.observe.report import ContextReport
+from ctxwarden.report.figures import ReportFigures
 
 OVERHEAD_WARN_SHARE = 0.5
 """A fixed overhead (system prompt, tool schemas, admitted sections) from this share of the window gets a warning."""
@@ -35,12 +33,12 @@ GLYPHS = "█ used · ░ free · | clear threshold · ‖ fold threshold"
 """What the bar's characters mean."""
 
 
-def min_batch(report: ContextReport) -> int:
+def min_batch(report: ReportFigures) -> int:
     """The smallest clearing batch the policy runs below the fold threshold (a cache miss must be worth it)."""
     return round(report.window * report.policy.clear_min_batch_share)
 
 
-def forecast(report: ContextReport) -> list[str]:
+def forecast(report: ReportFigures) -> list[str]:
     """What the next clear and fold will do, in words, following the policy's rules."""
     frees = report.next_clear_frees
     lines = []
@@ -70,7 +68,7 @@ def forecast(report: ContextReport) -> list[str]:
     return lines
 
 
-def reach_line(report: ContextReport) -> str | None:
+def reach_line(report: ReportFigures) -> str | None:
     """What clearing cannot reach, largest first, with its share of what is used."""
     parts = [(name, tokens) for name, tokens in report.out_of_reach.items() if tokens > 0]
     if not parts:
@@ -81,7 +79,7 @@ def reach_line(report: ContextReport) -> str | None:
     return f"clearing cannot reach {total:,} tokens ({share:.0%} of what is used): {listed}"
 
 
-def overhead_warning(report: ContextReport) -> str | None:
+def overhead_warning(report: ReportFigures) -> str | None:
     """A warning when the fixed part of every call takes most of the window (no layer can shrink it)."""
     fixed = sum(report.categories.get(name, 0) for name in FIXED)
     share = fixed / report.window
@@ -99,7 +97,7 @@ def overhead_warning(report: ContextReport) -> str | None:
     )
 
 
-def thresholds_line(report: ContextReport) -> str:
+def thresholds_line(report: ReportFigures) -> str:
     """The clear and fold thresholds, in tokens and as shares."""
     return (
         f"clear at {report.clear_at:,} ({report.policy.clear_at:.0%}, down to {report.clear_to:,}) · "
@@ -113,7 +111,7 @@ def out_of_reach(messages: Sequence[BaseMessage], meter: TokenMeter, policy: Con
     `messages` is the view the next call starts from (folds and earlier batches applied).
     """
     results = [m for m in messages if isinstance(m, ToolMessage) and not is_cleared(m)]
-    newest = {id(m) for m in results[len(results) - policy.keep_tool_results :]} if policy.keep_tool_results else set()
+    newest = kept_results(messages, results, policy.keep_tool_results)
     names = {str(c["id"]): c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
     pinned = set(policy.clear_exclude_tools)
     reach = {
@@ -124,7 +122,7 @@ def out_of_reach(messages: Sequence[BaseMessage], meter: TokenMeter, policy: Con
     for result in results:
         if (result.name or names.get(result.tool_call_id)) in pinned:
             reach["pinned tools' results"] += meter.message_tokens(result)
-        elif id(result) in newest:
+        elif result.tool_call_id in newest:
             reach[f"the newest {policy.keep_tool_results} tool results"] += meter.message_tokens(result)
     callers = [m for m in messages if isinstance(m, AIMessage)]
     recent = {id(m) for m in [m for m in callers if m.tool_calls][-policy.keep_tool_results :]}

@@ -10,9 +10,9 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from ctxwarden.observe.migrations import MIGRATIONS, migrate
+from ctxwarden.trace.migrations import MIGRATIONS, migrate
 
-BEGIN = "<!-- schema: generated from ctxwarden.observe.migrations; do not edit by hand -->"
+BEGIN = "<!-- schema: generated from ctxwarden.trace.migrations; do not edit by hand -->"
 END = "<!-- schema: end -->"
 
 

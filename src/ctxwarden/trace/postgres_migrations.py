@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ctxwarden.observe.trace import TraceError
+from ctxwarden.errors import TraceError
 
 if TYPE_CHECKING:
     from psycopg import Connection, Cursor

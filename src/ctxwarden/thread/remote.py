@@ -28,14 +28,10 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import LangGraphClient, SyncLangGraphClient
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
-from ctxwarden.errors import CtxwardenError
+from ctxwarden.errors import CtxwardenError, UnknownThreadError
 
 SERVED_SCHEMES = ("http://", "https://")
 """URL schemes of a LangGraph server (a `postgresql://` URL names a database instead)."""
-
-
-class ServedThreadError(CtxwardenError, LookupError):
-    """The server does not hold the thread (or answered with something that is not a thread's state)."""
 
 
 def is_served(source: Any) -> bool:
@@ -58,7 +54,7 @@ def served_client(url: str) -> SyncLangGraphClient:
 def _thread(config: RunnableConfig) -> str:
     thread = (config.get("configurable") or {}).get("thread_id")
     if thread is None:
-        raise ServedThreadError("the config names no thread. Fix: pass {'configurable': {'thread_id': '<thread>'}}.")
+        raise UnknownThreadError("the config names no thread. Fix: pass {'configurable': {'thread_id': '<thread>'}}.")
     return str(thread)
 
 
@@ -73,7 +69,7 @@ def _values(state: Any, thread: str, where: str) -> dict[str, Any]:
     values = getattr(state, "values", None) if not isinstance(state, Mapping) else state.get("values")
     messages = served_messages(values.get("messages")) if isinstance(values, Mapping) else []
     if not messages:
-        raise ServedThreadError(
+        raise UnknownThreadError(
             f"thread {thread!r} has no messages on the server at {where}. Fix: pass the id of a thread that has run "
             "(client.threads.search() lists them)."
         )
@@ -87,9 +83,9 @@ def _where(source: Any) -> str:
     return str(getattr(inner, "base_url", "") or "the server")
 
 
-def _not_found(thread: str, source: Any, refused: Exception) -> ServedThreadError:
+def _not_found(thread: str, source: Any, refused: Exception) -> UnknownThreadError:
     why = f" ({getattr(refused, 'message', None) or refused})" if isinstance(refused, UnprocessableEntityError) else ""
-    return ServedThreadError(
+    return UnknownThreadError(
         f"thread {thread!r} is not on the server at {_where(source)}{why}. Fix: pass the id of one of its threads "
         "(client.threads.search() lists them)."
     )
@@ -149,7 +145,6 @@ async def awrite_served(source: Any, config: RunnableConfig, update: Mapping[str
 
 __all__ = [
     "SERVED_SCHEMES",
-    "ServedThreadError",
     "aserved_values",
     "awrite_served",
     "is_served",

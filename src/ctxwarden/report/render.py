@@ -3,7 +3,7 @@
 All three show the same facts in the same order — the usage by category against the
 window, what the bar's glyphs mean, the thresholds, the forecast, what clearing cannot
 reach, a warning when the fixed overhead takes most of the window, the counter, what the
-layers did and the spend — from `ContextReport.rows()`, `ctxwarden.observe.forecast` and
+layers did and the spend — from `ReportFigures.rows()`, `ctxwarden.report.forecast` and
 the one gauge function. The HTML form draws the usage as one bar stacked by category,
 with a legend, as Claude Code's /context does.
 """
@@ -11,13 +11,11 @@ with a legend, as Claude Code's /context does.
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ctxwarden.core.extras import require
-from ctxwarden.observe.forecast import GLYPHS, reach_line, thresholds_line
-
-if TYPE_CHECKING:
-    from ctxwarden.observe.report import ContextReport
+from ctxwarden.report.figures import ReportFigures
+from ctxwarden.report.forecast import GLYPHS, forecast, overhead_warning, reach_line, thresholds_line
 
 BAR_WIDTH = 40
 GAUGE_COLORS = {"ok": "green", "warn": "yellow", "critical": "red"}
@@ -39,18 +37,18 @@ CATEGORY_COLORS = {
 _MARK = "position:absolute;top:-3px;height:calc(100% + 6px);"
 
 
-def headline(report: ContextReport) -> str:
+def headline(report: ReportFigures) -> str:
     """`thread · model · window` in one line."""
     thread = report.thread_id if report.thread_id is not None else "-"
     return f"thread {thread} · model {report.model} · window {report.window:,} tokens ({report.window_source})"
 
 
-def usage_line(report: ContextReport) -> str:
+def usage_line(report: ReportFigures) -> str:
     measured = " · measured on the view compact() left" if report.basis == "current view" else ""
     return f"{report.used:,} / {report.window:,} tokens ({report.fraction:.1%}) · {report.gauge}{measured}"
 
 
-def bar(report: ContextReport, width: int = BAR_WIDTH) -> str:
+def bar(report: ReportFigures, width: int = BAR_WIDTH) -> str:
     """Used part filled, the clear and fold thresholds marked `|` and `‖` (see `GLYPHS`)."""
     filled = min(width, round(report.fraction * width))
     cells = ["█"] * filled + ["░"] * (width - filled)
@@ -60,7 +58,7 @@ def bar(report: ContextReport, width: int = BAR_WIDTH) -> str:
     return "".join(cells)
 
 
-def counter_line(report: ContextReport) -> str:
+def counter_line(report: ReportFigures) -> str:
     """Which counter the figures come from, and how to get the accurate one when it is the estimate."""
     if not report.counter or report.counter.startswith("tiktoken"):
         return f"tokens counted with {report.counter or 'the meter'}, calibrated against what the provider reports"
@@ -70,7 +68,7 @@ def counter_line(report: ContextReport) -> str:
     )
 
 
-def spend_line(report: ContextReport) -> str:
+def spend_line(report: ReportFigures) -> str:
     if not report.trace_found:
         return "spend: unknown (no trace found: pass trace=... to see it)"
     if not report.spend:
@@ -84,7 +82,7 @@ def spend_line(report: ContextReport) -> str:
     return "spend: " + " · ".join(parts)
 
 
-def lifecycle_line(report: ContextReport) -> str:
+def lifecycle_line(report: ReportFigures) -> str:
     """What the layers did, from the trace."""
     if not report.trace_found:
         return "lifecycle: unknown (no trace found: evictions, clearing and folds are not known here)"
@@ -99,27 +97,28 @@ def lifecycle_line(report: ContextReport) -> str:
     )
 
 
-def gauge_notes_line(report: ContextReport) -> str:
+def gauge_notes_line(report: ReportFigures) -> str:
     """Which calls carried a gauge note to the model (the notes themselves are in `report.gauge_notes`)."""
     told = ", ".join(f"call {n['call']} at {float(n['fraction'] or 0):.0%} ({n['gauge']})" for n in report.gauge_notes)
     return f"gauge notes the model received: {told}"
 
 
-def notes(report: ContextReport) -> list[str]:
+def notes(report: ReportFigures) -> list[str]:
     """The lines under the table: thresholds, forecast, reach, warning, gauge notes, counter, lifecycle, spend."""
-    lines = [thresholds_line(report), *report.forecast()]
+    lines = [thresholds_line(report), *forecast(report)]
     reach = reach_line(report)
     if reach is not None:
         lines.append(reach)
-    if report.warning is not None:
-        lines.append(report.warning)
+    warning = overhead_warning(report)
+    if warning is not None:
+        lines.append(warning)
     if report.gauge_notes:
         lines.append(gauge_notes_line(report))
     lines.extend([counter_line(report), lifecycle_line(report), spend_line(report)])
     return lines
 
 
-def report_text(report: ContextReport) -> str:
+def report_text(report: ReportFigures) -> str:
     lines = [f"Context · {headline(report)}", f"[{bar(report)}] {usage_line(report)}", f"  {GLYPHS}", ""]
     width = max(len(name) for name, _ in report.rows())
     for name, tokens in report.rows():
@@ -129,7 +128,7 @@ def report_text(report: ContextReport) -> str:
     return "\n".join(lines)
 
 
-def report_rich(report: ContextReport) -> Any:
+def report_rich(report: ReportFigures) -> Any:
     Group = require("rich.console", "the rich /context report").Group
     Table = require("rich.table", "the rich /context report").Table
     Text = require("rich.text", "the rich /context report").Text
@@ -142,8 +141,8 @@ def report_rich(report: ContextReport) -> Any:
     for name, tokens in report.rows():
         style = "dim" if name in {"free", "reserved"} or tokens == 0 else ""
         table.add_row(name, f"{tokens:,}", f"{tokens / report.window:.1%}", style=style)
-    lines = notes(report)
-    styled = [Text(line, style="bold red" if line == report.warning else "italic") for line in lines[:-2]]
+    lines, warning = notes(report), overhead_warning(report)
+    styled = [Text(line, style="bold red" if line == warning else "italic") for line in lines[:-2]]
     parts: list[Any] = [
         Text(f"Context · {headline(report)}", style="bold"),
         Text.assemble(("[", ""), (bar(report), color), ("] ", ""), (usage_line(report), color)),
@@ -156,7 +155,7 @@ def report_rich(report: ContextReport) -> Any:
     return Group(*parts)
 
 
-def _segments(report: ContextReport) -> str:
+def _segments(report: ReportFigures) -> str:
     """The usage bar: one colored segment per category, in the table's order, widths as shares of the window."""
     total = max(report.window, report.used)
     cells = []
@@ -170,7 +169,7 @@ def _segments(report: ContextReport) -> str:
     return "".join(cells)
 
 
-def _legend(report: ContextReport) -> str:
+def _legend(report: ReportFigures) -> str:
     items = []
     for name, tokens in report.rows():
         swatch = CATEGORY_COLORS.get(name)
@@ -188,7 +187,7 @@ def _legend(report: ContextReport) -> str:
     return "<div class='ctxwarden-legend' style='font-size:12px;line-height:1.8'>" + "".join(items) + "</div>"
 
 
-def report_html(report: ContextReport) -> str:
+def report_html(report: ReportFigures) -> str:
     color = HTML_COLORS[report.gauge]
     total = max(report.window, report.used)
     clear_pct = report.clear_at / total * 100
@@ -199,9 +198,9 @@ def report_html(report: ContextReport) -> str:
         f"<td style='text-align:right'>{tokens / report.window:.1%}</td></tr>"
         for name, tokens in report.rows()
     )
-    items = []
+    items, warning = [], overhead_warning(report)
     for line in notes(report):
-        style = " style='color:#c62828;font-weight:bold'" if line == report.warning else ""
+        style = " style='color:#c62828;font-weight:bold'" if line == warning else ""
         items.append(f"<li{style}>{html.escape(line)}</li>")
     overflow = (
         f"<div title='window' style='{_MARK}left:{window_pct:.2f}%;border-left:2px solid #c62828'></div>"

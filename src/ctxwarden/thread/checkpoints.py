@@ -21,6 +21,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -28,13 +29,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from ctxwarden.errors import CtxwardenError
-
-_END = object()
-
-
-class CheckpointWriteError(CtxwardenError, OSError):
-    """A checkpoint could not be written; what was saved before it is intact."""
+from ctxwarden.errors import CheckpointWriteError
 
 
 class SqliteCheckpointer(SqliteSaver):
@@ -119,6 +114,14 @@ class SqliteCheckpointer(SqliteSaver):
         return await asyncio.to_thread(lambda: self.get_delta_channel_history(config=config, channels=channels))
 
 
+def checkpointer_of(source: Any) -> BaseCheckpointSaver | None:
+    """The checkpointer of a compiled agent (or the checkpointer itself); `None` when it has none."""
+    if isinstance(source, BaseCheckpointSaver):
+        return source
+    saver = getattr(source, "checkpointer", None)
+    return saver if isinstance(saver, BaseCheckpointSaver) else None
+
+
 def open_checkpointer(path: str | Path) -> SqliteCheckpointer:
     """Open (creating if needed) the checkpoint database at `path`, in WAL mode."""
     path = Path(path)
@@ -131,4 +134,4 @@ def open_checkpointer(path: str | Path) -> SqliteCheckpointer:
     return saver
 
 
-__all__ = ["CheckpointWriteError", "SqliteCheckpointer", "open_checkpointer"]
+__all__ = ["SqliteCheckpointer", "checkpointer_of", "open_checkpointer"]

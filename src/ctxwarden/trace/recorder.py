@@ -17,7 +17,7 @@ from typing import Any
 
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.runtime import step_context
-from ctxwarden.observe.trace import TraceEvent, TraceStore
+from ctxwarden.trace.store import TraceEvent, TraceStore
 
 logger = logging.getLogger("ctxwarden.trace")
 
@@ -50,29 +50,29 @@ class TraceRecorder:
 
     def record(self, kind: str, payload: Mapping[str, Any], *, model: str | None = None) -> TraceEvent | None:
         """Append one event; returns it, or `None` when disabled or the write failed."""
-        if self.store is None:
-            return None
-        return self._write(self.event(kind, payload, model=model))
+        built = self._built([(kind, payload, model)], None)
+        return self._write(built[0]) if built else None
 
     async def arecord(self, kind: str, payload: Mapping[str, Any], *, model: str | None = None) -> TraceEvent | None:
         """`record` off the event loop (the config is read here, in the step's context)."""
-        if self.store is None:
-            return None
-        return await asyncio.to_thread(self._write, self.event(kind, payload, model=model))
+        built = self._built([(kind, payload, model)], None)
+        return await asyncio.to_thread(self._write, built[0]) if built else None
 
     def record_all(self, events: list[PendingEvent], *, thread_id: str | None = None) -> int:
         """Append `(kind, payload, model)` triples in one transaction; returns how many were written."""
-        if self.store is None or not events:
-            return 0
-        built = [self.event(kind, payload, model=model, thread_id=thread_id) for kind, payload, model in events]
-        return self._write_all(built)
+        built = self._built(events, thread_id)
+        return self._write_all(built) if built else 0
 
-    async def arecord_all(self, events: list[PendingEvent]) -> int:
-        """`record_all` off the event loop."""
-        if self.store is None or not events:
-            return 0
-        built = [self.event(kind, payload, model=model) for kind, payload, model in events]
-        return await asyncio.to_thread(self._write_all, built)
+    async def arecord_all(self, events: list[PendingEvent], *, thread_id: str | None = None) -> int:
+        """`record_all` off the event loop (the config is read here, in the step's context)."""
+        built = self._built(events, thread_id)
+        return await asyncio.to_thread(self._write_all, built) if built else 0
+
+    def _built(self, events: list[PendingEvent], thread_id: str | None) -> list[TraceEvent]:
+        """The events to write now (none when disabled)."""
+        if self.store is None:
+            return []
+        return [self.event(kind, payload, model=model, thread_id=thread_id) for kind, payload, model in events]
 
     def _write(self, event: TraceEvent) -> TraceEvent | None:
         return event if self._write_all([event]) else None
