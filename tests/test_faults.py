@@ -33,6 +33,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from ctxwarden import DETERMINISTIC, ContextPolicy, ThreadIsolatedBackend, TraceRecorder, TraceStore, context_middleware
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.fold import is_summary
+from ctxwarden.fold.summarize import amodel_summary, model_summary
 from ctxwarden.replay import ScriptedChatModel, scripted_model
 
 WINDOW = 4_000
@@ -111,6 +112,28 @@ async def test_an_async_summarizer_that_hangs_is_cancelled(tmp_path: Path) -> No
     started = time.perf_counter()
     out = await agent.ainvoke(given, {"configurable": {"thread_id": "hang"}})
     _assert_fell_back_on_timeout(tmp_path, out, time.perf_counter() - started)
+
+
+class ClientTimeoutSummarizer(ScriptedChatModel):
+    """A summarizer whose own client gives up at once, with a `TimeoutError` of its own."""
+
+    def _generate(self, *args: Any, **kwargs: Any) -> Any:
+        raise TimeoutError("read timed out")
+
+    async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
+        raise TimeoutError("read timed out")
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0])
+async def test_a_summarizers_own_timeout_error_is_passed_on_alike_by_both_paths(timeout: float | None) -> None:
+    """Only `summarizer_timeout` running out is the summarizer's timeout: not a provider's error that says timeout."""
+    model = ClientTimeoutSummarizer(messages=iter([]))
+    with pytest.raises(TimeoutError) as blocking:
+        model_summary(model, "summarize", retries=0, timeout=timeout)
+    with pytest.raises(TimeoutError) as awaited:
+        await amodel_summary(model, "summarize", retries=0, timeout=timeout)
+    assert type(blocking.value) is type(awaited.value) is TimeoutError
+    assert str(blocking.value) == str(awaited.value) == "read timed out"
 
 
 @pytest.mark.parametrize("bad", [0, -1, "60", True])

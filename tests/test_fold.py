@@ -136,7 +136,14 @@ def test_folds_are_cumulative_with_a_summarizer_model(tmp_path: Path) -> None:
     agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "cumulative"}})
     folds = [e for e in _compactions(tmp_path) if e.payload["ok"]]
     assert len(folds) >= 2
-    assert len(summarizer._calls) == len(folds)
+    # each fold applied a summary the model wrote ahead; one more may have been started for a fold the run never
+    # reached (the preparation after the last fold), and nothing else was asked
+    prepared = [
+        e for e in TraceStore(tmp_path / "trace.sqlite").events(kind="fold_prepare") if e.payload.get("started")
+    ]
+    pending = [e for e in prepared if e.id > folds[-1].id]
+    assert len(pending) <= 1
+    assert len(summarizer._calls) == len(folds) + len(pending)
     # one flat transcript inside a single user message; the second gets the first summary
     assert "<conversation>" in summarizer._calls[0]
     assert "[ASSISTANT]" in summarizer._calls[0]

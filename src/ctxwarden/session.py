@@ -20,6 +20,7 @@ from deepagents.backends import FilesystemBackend
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
+from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layout import CHECKPOINTS_FILE, DEFAULT_STATE_DIR, TRACE_FILE
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
@@ -133,16 +134,17 @@ class Session:
         Sending a new message instead would leave the unfinished tool calls cancelled.
         With nothing unfinished it runs nothing.
         """
-        state = self.agent.get_state(self.config)
-        if not _unfinished(state):
-            return dict(state.values)
-        return dict(self.agent.invoke(None, self.config, **_durable(kwargs)))
+        return run(self._resuming(kwargs))
 
     async def aresume(self, **kwargs: Any) -> dict[str, Any]:
-        state = await self.agent.aget_state(self.config)
+        return await arun(self._resuming(kwargs))
+
+    def _resuming(self, kwargs: dict[str, Any]) -> Steps[dict[str, Any]]:
+        """The core of `resume`/`aresume` (see `ctxwarden.core.io`)."""
+        state = yield method(self.agent, "get_state", self.config)
         if not _unfinished(state):
             return dict(state.values)
-        return dict(await self.agent.ainvoke(None, self.config, **_durable(kwargs)))
+        return dict((yield method(self.agent, "invoke", None, self.config, **_durable(kwargs))))
 
     @property
     def messages(self) -> list[BaseMessage]:

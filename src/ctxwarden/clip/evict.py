@@ -28,6 +28,7 @@ from langgraph.types import Command
 
 from ctxwarden.clip.names import call_key, recall_id, result_path
 from ctxwarden.clip.preview import preview
+from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
@@ -125,26 +126,17 @@ class Evictor:
         return path, encode(text), replaced, event
 
     def evict(self, request: ToolCallRequest, result: ToolMessage | Command[Any]) -> tuple[Any, list[PendingEvent]]:
-        events: list[PendingEvent] = []
-
-        def one(message: ToolMessage) -> ToolMessage:
-            planned = self.plan(request, message)
-            if planned is None:
-                return message
-            path, data, replaced, event = planned
-            try:
-                error = _upload_error(self.backend.upload_files([(path, data)]))
-            except Exception as exc:  # a backend that raises instead of reporting
-                error = f"{type(exc).__name__}: {exc}"
-            if error is not None:
-                _discard(lambda: self.backend.delete(path))
-            return self._settle(message, replaced, event, error, events)
-
-        return _map_results(result, one), events
+        return run(self._evicting(request, result))
 
     async def aevict(
         self, request: ToolCallRequest, result: ToolMessage | Command[Any]
     ) -> tuple[Any, list[PendingEvent]]:
+        return await arun(self._evicting(request, result))
+
+    def _evicting(
+        self, request: ToolCallRequest, result: ToolMessage | Command[Any]
+    ) -> Steps[tuple[Any, list[PendingEvent]]]:
+        """The core of `evict`/`aevict`: write each oversized output, then settle every message in order."""
         events: list[PendingEvent] = []
         settled: dict[int, tuple[ToolMessage, dict, str | None]] = {}
         for message in _results(result):  # one at a time: only one output's bytes are held at once
@@ -154,12 +146,14 @@ class Evictor:
             path, data, replaced, event = planned
             del planned
             try:
-                error = _upload_error(await self.backend.aupload_files([(path, data)]))
+                error = _upload_error((yield method(self.backend, "upload_files", [(path, data)])))
             except Exception as exc:  # a backend that raises instead of reporting
                 error = f"{type(exc).__name__}: {exc}"
             if error is not None:
-                with contextlib.suppress(Exception):  # best effort, as in the sync twin
-                    await self.backend.adelete(path)
+                # remove what the failed write left (a file cut short by a full disk); best effort: a backend
+                # without delete, or failing again, leaves it, and the event says what failed
+                with contextlib.suppress(Exception):
+                    yield method(self.backend, "delete", path)
             del data
             settled[id(message)] = (replaced, event, error)
 
@@ -180,12 +174,6 @@ class Evictor:
             return original  # nothing is lost: the whole result stays in the message
         events.append(("eviction", {**event, "ok": True}, None))
         return replaced
-
-
-def _discard(delete: Any) -> None:
-    """Remove what a failed write left (a file cut short by a full disk); best effort."""
-    with contextlib.suppress(Exception):  # a backend without delete, or failing again: the event says what failed
-        delete()
 
 
 def _issuing_key(request: ToolCallRequest, call_id: str) -> str | None:

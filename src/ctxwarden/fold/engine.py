@@ -19,6 +19,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langgraph.constants import TAG_NOSTREAM
 
+from ctxwarden.core.io import Steps, arun, run
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
@@ -26,9 +27,9 @@ from ctxwarden.core.window import model_name, resolve_window
 from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.facts import Facts, gather, render, strip_facts
-from ctxwarden.fold.history import aappend_section, append_section, history_path
+from ctxwarden.fold.history import appending, history_path
 from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, summary_message
-from ctxwarden.fold.summarize import Summary, amodel_summary, deterministic_summary, model_summary, prompt_for
+from ctxwarden.fold.summarize import Summary, deterministic_summary, prompt_for, summarizing
 from ctxwarden.fold.transcript import history_section
 
 CHARS_PER_TOKEN = 4
@@ -117,61 +118,48 @@ class Folder:
         )
 
     def fold(self, given: FoldInput) -> FoldOutcome | None:
-        plan = self.plan(given)
-        if plan is None:
-            return None
-        error = append_section(self.backend, plan.path, plan.number, plan.section)
-        if error is not None and not given.forced:
-            return self._write_failed(plan, error)
-        summary = self._summarize(plan, given)
-        return self._finish(plan, given, summary, error)
+        return run(self.folding(given))
 
     async def afold(self, given: FoldInput) -> FoldOutcome | None:
+        return await arun(self.folding(given))
+
+    def folding(self, given: FoldInput) -> Steps[FoldOutcome | None]:
+        """The fold of `given`: plan, write the history, summarize, build the view (the core of `fold`/`afold`)."""
         plan = self.plan(given)
         if plan is None:
             return None
-        error = await aappend_section(self.backend, plan.path, plan.number, plan.section)
+        error = yield from appending(self.backend, plan.path, plan.number, plan.section)
         if error is not None and not given.forced:
             return self._write_failed(plan, error)
-        summary = await self._asummarize(plan, given)
+        summary = yield from self._summarizing(plan, given)
         return self._finish(plan, given, summary, error)
 
     def apply(self, plan: FoldPlan, given: FoldInput, summary: Summary) -> FoldOutcome:
         """Finish the fold `plan` with a summary made beforehand: write the history, build the view."""
-        error = append_section(self.backend, plan.path, plan.number, plan.section)
-        if error is not None and not given.forced:
-            return self._write_failed(plan, error)
-        return self._finish(plan, given, summary, error)
+        return run(self.applying(plan, given, summary))
 
     async def aapply(self, plan: FoldPlan, given: FoldInput, summary: Summary) -> FoldOutcome:
-        error = await aappend_section(self.backend, plan.path, plan.number, plan.section)
+        return await arun(self.applying(plan, given, summary))
+
+    def applying(self, plan: FoldPlan, given: FoldInput, summary: Summary) -> Steps[FoldOutcome]:
+        """The core of `apply`/`aapply`."""
+        error = yield from appending(self.backend, plan.path, plan.number, plan.section)
         if error is not None and not given.forced:
             return self._write_failed(plan, error)
         return self._finish(plan, given, summary, error)
 
     # --- summaries --------------------------------------------------------------
-    def _summarize(self, plan: FoldPlan, given: FoldInput) -> Summary:
+    def _summarizing(self, plan: FoldPlan, given: FoldInput) -> Steps[Summary]:
         if plan.prompt is None:
             return self._deterministic(plan, given, fallback=False)
         try:
-            return model_summary(
-                unstreamed(plan.summarizer),
-                plan.prompt,
-                retries=self.policy.summarizer_retries,
-                timeout=self.policy.summarizer_timeout,
-            )
-        except Exception as exc:  # the run goes on with the deterministic summary
-            return self._deterministic(plan, given, fallback=True, error=f"{type(exc).__name__}: {exc}")
-
-    async def _asummarize(self, plan: FoldPlan, given: FoldInput) -> Summary:
-        if plan.prompt is None:
-            return self._deterministic(plan, given, fallback=False)
-        try:
-            return await amodel_summary(
-                unstreamed(plan.summarizer),
-                plan.prompt,
-                retries=self.policy.summarizer_retries,
-                timeout=self.policy.summarizer_timeout,
+            return (
+                yield from summarizing(
+                    unstreamed(plan.summarizer),
+                    plan.prompt,
+                    retries=self.policy.summarizer_retries,
+                    timeout=self.policy.summarizer_timeout,
+                )
             )
         except Exception as exc:  # the run goes on with the deterministic summary
             return self._deterministic(plan, given, fallback=True, error=f"{type(exc).__name__}: {exc}")

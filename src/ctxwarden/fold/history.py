@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layout import HISTORY_DIR, safe_component
 from ctxwarden.core.text import decode, encode
 from ctxwarden.fold.transcript import section_marker
@@ -74,47 +75,38 @@ def _writes(found: Any, staged: Any, number: int, section: str) -> tuple[bytes |
     return data, data is not None or staging is not None
 
 
-def append_section(backend: Any, path: str, number: int, section: str) -> str | None:
-    """Write `section` as fold `number`'s, unless it is already there; returns an error message or `None`."""
+def appending(backend: Any, path: str, number: int, section: str) -> Steps[str | None]:
+    """Write `section` as fold `number`'s, unless it is already there; returns an error message or `None`.
+
+    The sans-I/O core of `append_section` and `aappend_section` (see `ctxwarden.core.io`).
+    """
     if backend is None:
         return "no backend to write the history file to"
     staging = staged_path(path)
     try:
-        found, staged = backend.download_files([path, staging])
+        found, staged = yield method(backend, "download_files", [path, staging])
         data, clear_staging = _writes(found, staged, number, section)
         if data is not None:
             with contextlib.suppress(Exception):  # best effort: a backend refusing it still gets the file
-                backend.upload_files([(staging, _staged(data))])
-            (written,) = backend.upload_files([(path, data)])
+                yield method(backend, "upload_files", [(staging, _staged(data))])
+            (written,) = yield method(backend, "upload_files", [(path, data)])
             if written.error is not None:
                 return str(written.error)
         if clear_staging:
             with contextlib.suppress(Exception):  # without delete, the finished staging stays; the next write reads it
-                backend.delete(staging)
+                yield method(backend, "delete", staging)
         return None
     except Exception as exc:  # a backend that raises instead of reporting
         return f"{type(exc).__name__}: {exc}"
+
+
+def append_section(backend: Any, path: str, number: int, section: str) -> str | None:
+    """Write `section` as fold `number`'s, unless it is already there; returns an error message or `None`."""
+    return run(appending(backend, path, number, section))
 
 
 async def aappend_section(backend: Any, path: str, number: int, section: str) -> str | None:
-    if backend is None:
-        return "no backend to write the history file to"
-    staging = staged_path(path)
-    try:
-        found, staged = await backend.adownload_files([path, staging])
-        data, clear_staging = _writes(found, staged, number, section)
-        if data is not None:
-            with contextlib.suppress(Exception):  # best effort: a backend refusing it still gets the file
-                await backend.aupload_files([(staging, _staged(data))])
-            (written,) = await backend.aupload_files([(path, data)])
-            if written.error is not None:
-                return str(written.error)
-        if clear_staging:
-            with contextlib.suppress(Exception):  # without delete, the finished staging stays; the next write reads it
-                await backend.adelete(staging)
-        return None
-    except Exception as exc:  # a backend that raises instead of reporting
-        return f"{type(exc).__name__}: {exc}"
+    return await arun(appending(backend, path, number, section))
 
 
-__all__ = ["aappend_section", "append_section", "history_path", "staged_path"]
+__all__ = ["aappend_section", "append_section", "appending", "history_path", "staged_path"]

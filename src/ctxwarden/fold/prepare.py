@@ -45,6 +45,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from ctxwarden.core.io import Call, Steps, arun, run
 from ctxwarden.core.layers import CallBudget, PendingEvent
 from ctxwarden.core.stream import emit
 from ctxwarden.fold.cut import choose_cut
@@ -241,37 +242,27 @@ class Preparer:
 
     def fold(self, given: FoldInput) -> FoldOutcome | None:
         """The fold of `given`: the prepared summary applied at once when there is a fresh one, else folded now."""
-        preparation, cut, events = self._take(given)
-        start(given, prepared=preparation is not None)
-        if preparation is None or cut is None:
-            return _with(events, self.folder.fold(given))
-        waited = time.monotonic()
-        outcome = _result(preparation.future)  # written already, unless the fold came soon after the preparation
-        wait_ms = (time.monotonic() - waited) * 1000
-        settled = self._settle(given, preparation, cut, outcome)
-        if settled is None:
-            return _with(events, self.folder.fold(given))
-        plan, summary = settled
-        later = len(plan.folded) - len(preparation.folded)
-        return _marked(self.folder.apply(plan, given, summary), events, wait_ms, later)
+        return run(self._folding(given))
 
     async def afold(self, given: FoldInput) -> FoldOutcome | None:
+        return await arun(self._folding(given))
+
+    def _folding(self, given: FoldInput) -> Steps[FoldOutcome | None]:
         preparation, cut, events = self._take(given)
         start(given, prepared=preparation is not None)
         if preparation is None or cut is None:
-            return _with(events, await self.folder.afold(given))
+            return _with(events, (yield from self.folder.folding(given)))
+        future = preparation.future
         waited = time.monotonic()
-        try:
-            outcome: Summary | BaseException = await asyncio.wrap_future(preparation.future)
-        except Exception as exc:  # handed to the fallback
-            outcome = exc
+        # written already, unless the fold came soon after the preparation
+        outcome: Summary | BaseException = yield Call(lambda: _result(future), lambda: _aresult(future))
         wait_ms = (time.monotonic() - waited) * 1000
         settled = self._settle(given, preparation, cut, outcome)
         if settled is None:
-            return _with(events, await self.folder.afold(given))
+            return _with(events, (yield from self.folder.folding(given)))
         plan, summary = settled
         later = len(plan.folded) - len(preparation.folded)
-        return _marked(await self.folder.aapply(plan, given, summary), events, wait_ms, later)
+        return _marked((yield from self.folder.applying(plan, given, summary)), events, wait_ms, later)
 
     def _settle(
         self, given: FoldInput, preparation: Preparation, cut: int, outcome: Summary | BaseException
@@ -330,6 +321,13 @@ def start(given: FoldInput, *, prepared: bool) -> None:
 def _result(future: Future[Summary]) -> Summary | BaseException:
     try:
         return future.result()
+    except Exception as exc:  # handed to the fallback
+        return exc
+
+
+async def _aresult(future: Future[Summary]) -> Summary | BaseException:
+    try:
+        return await asyncio.wrap_future(future)
     except Exception as exc:  # handed to the fallback
         return exc
 

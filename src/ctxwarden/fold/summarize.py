@@ -14,12 +14,13 @@ import contextvars
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from ctxwarden.core.io import Call, Steps, arun, run
 from ctxwarden.core.text import one_line, text_of
 from ctxwarden.core.window import model_name
 from ctxwarden.errors import SummarizerError, SummarizerTimeoutError
@@ -99,32 +100,48 @@ def prompt_for(
     )
 
 
-def model_summary(model: Any, prompt: str, *, retries: int, timeout: float | None = None) -> Summary:
-    """Ask `model`, retrying `retries` times, each try bounded by `timeout` seconds; raises the last error."""
+def summarizing(model: Any, prompt: str, *, retries: int, timeout: float | None = None) -> Steps[Summary]:
+    """Ask `model`, retrying `retries` times, each try bounded by `timeout` seconds; raises the last error.
+
+    The sans-I/O core of `model_summary` and `amodel_summary` (see `ctxwarden.core.io`).
+    """
     error: Exception | None = None
     for _attempt in range(retries + 1):
         try:
-            reply = _call_with_timeout(lambda: model.invoke([HumanMessage(prompt)]), timeout)
+            reply = yield Call(
+                lambda: _call_with_timeout(lambda: model.invoke([HumanMessage(prompt)]), timeout),
+                lambda: _await_with_timeout(lambda: model.ainvoke([HumanMessage(prompt)]), timeout),
+            )
             return _from_reply(model, reply)
         except Exception as exc:  # any provider failure falls back, after the retries
             error = exc
     assert error is not None
     raise error
+
+
+def model_summary(model: Any, prompt: str, *, retries: int, timeout: float | None = None) -> Summary:
+    """Ask `model`, retrying `retries` times, each try bounded by `timeout` seconds; raises the last error."""
+    return run(summarizing(model, prompt, retries=retries, timeout=timeout))
 
 
 async def amodel_summary(model: Any, prompt: str, *, retries: int, timeout: float | None = None) -> Summary:
-    error: Exception | None = None
-    for _attempt in range(retries + 1):
-        try:
-            try:
-                reply = await asyncio.wait_for(model.ainvoke([HumanMessage(prompt)]), timeout)
-            except TimeoutError:
-                raise SummarizerTimeoutError(_timed_out(timeout)) from None
-            return _from_reply(model, reply)
-        except Exception as exc:  # any provider failure falls back, after the retries
-            error = exc
-    assert error is not None
-    raise error
+    return await arun(summarizing(model, prompt, retries=retries, timeout=timeout))
+
+
+async def _await_with_timeout(call: Callable[[], Awaitable[Any]], timeout: float | None) -> Any:
+    """`await call()`, cancelled after `timeout` seconds.
+
+    Only the expiry of `timeout` is reported as the summarizer's timeout: a `TimeoutError` the
+    model raises itself (its client's own) is passed on as it is, as on the sync path.
+    """
+    scope = asyncio.timeout(timeout)
+    try:
+        async with scope:
+            return await call()
+    except TimeoutError:
+        if scope.expired():
+            raise SummarizerTimeoutError(_timed_out(timeout)) from None
+        raise
 
 
 def _call_with_timeout(call: Callable[[], Any], timeout: float | None) -> Any:
@@ -262,4 +279,13 @@ def _plain(content: Any) -> str:
     return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
 
 
-__all__ = ["PROMPT", "SECTIONS", "Summary", "amodel_summary", "deterministic_summary", "model_summary", "prompt_for"]
+__all__ = [
+    "PROMPT",
+    "SECTIONS",
+    "Summary",
+    "amodel_summary",
+    "deterministic_summary",
+    "model_summary",
+    "prompt_for",
+    "summarizing",
+]

@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from ctxwarden.replay.recording import Recording
+from ctxwarden.replay.recording import RecordedTurn, Recording
 
 
 def replay_into(
@@ -23,13 +23,9 @@ def replay_into(
     `on_call` sees every AI message as the agent produces it (for progress bars).
     """
     for turn in recording.turns:
-        for update in agent.stream({"messages": [turn.user]}, config, stream_mode="updates"):
-            for node_update in update.values():
-                for message in _messages(node_update):
-                    if on_call is not None and isinstance(message, AIMessage):
-                        on_call(message)
-    state = agent.get_state(config)
-    return list(state.values.get("messages", []))
+        for update in agent.stream(_turn_input(turn), config, stream_mode="updates"):
+            _report(update, on_call)
+    return _final_messages(agent.get_state(config))
 
 
 async def areplay_into(
@@ -41,12 +37,25 @@ async def areplay_into(
 ) -> list[BaseMessage]:
     """Async twin of `replay_into`."""
     for turn in recording.turns:
-        async for update in agent.astream({"messages": [turn.user]}, config, stream_mode="updates"):
-            for node_update in update.values():
-                for message in _messages(node_update):
-                    if on_call is not None and isinstance(message, AIMessage):
-                        on_call(message)
-    state = await agent.aget_state(config)
+        async for update in agent.astream(_turn_input(turn), config, stream_mode="updates"):
+            _report(update, on_call)
+    return _final_messages(await agent.aget_state(config))
+
+
+# The twins above differ only in how they stream and read the state; what they do with it is here, once.
+def _turn_input(turn: RecordedTurn) -> dict[str, Any]:
+    return {"messages": [turn.user]}
+
+
+def _report(update: Any, on_call: Callable[[AIMessage], None] | None) -> None:
+    """Hand every AI message of one streamed update to `on_call`."""
+    for node_update in update.values():
+        for message in _messages(node_update):
+            if on_call is not None and isinstance(message, AIMessage):
+                on_call(message)
+
+
+def _final_messages(state: Any) -> list[BaseMessage]:
     return list(state.values.get("messages", []))
 
 

@@ -82,9 +82,7 @@ def stream_reply(
     **kwargs: Any,
 ) -> Iterator[ChatGenerationChunk]:
     """`model._generate`'s reply, streamed (the shared body of both fake models' `_stream`)."""
-    result = model._generate(messages, stop, run_manager, **kwargs)
-    for chunk in chunks_of(reply_of(result, model.get_name())):
-        yield ChatGenerationChunk(message=chunk)
+    yield from _generation_chunks(model, model._generate(messages, stop, run_manager, **kwargs))
 
 
 async def astream_reply(
@@ -95,7 +93,12 @@ async def astream_reply(
     **kwargs: Any,
 ) -> AsyncIterator[ChatGenerationChunk]:
     """Async twin of `stream_reply`: the reply comes from `model._agenerate`."""
-    result = await model._agenerate(messages, stop, run_manager, **kwargs)
+    for chunk in _generation_chunks(model, await model._agenerate(messages, stop, run_manager, **kwargs)):
+        yield chunk
+
+
+def _generation_chunks(model: BaseChatModel, result: ChatResult) -> Iterator[ChatGenerationChunk]:
+    """The chunks both twins stream, from the result of `_generate` or `_agenerate`."""
     for chunk in chunks_of(reply_of(result, model.get_name())):
         yield ChatGenerationChunk(message=chunk)
 

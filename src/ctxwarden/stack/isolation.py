@@ -40,10 +40,12 @@ from deepagents.backends.protocol import (
     WriteResult,
 )
 
+from ctxwarden.core.io import Call, Steps, arun, method, run
 from ctxwarden.core.layout import DATABASES, HISTORY_DIR, LARGE_RESULTS_DIR, safe_component
 from ctxwarden.core.runtime import step_context
 
 _Listing = TypeVar("_Listing", LsResult, GlobResult, GrepResult)
+_Result = TypeVar("_Result", ReadResult, WriteResult, EditResult, DeleteResult)
 
 PRIVATE_DIRS = (LARGE_RESULTS_DIR, HISTORY_DIR)
 """Top-level folders whose second component names the thread that owns what is below."""
@@ -161,112 +163,98 @@ class ThreadIsolatedBackend(BackendProtocol):
                 whole.append(path)
         return whole, split
 
-    def _search_paths(self, path: str, own: str | None) -> list[str]:
+    def _search_paths(self, path: str, own: str | None) -> Steps[list[str]]:
         """What to search instead of `path`, so that nothing refused is ever opened."""
         if not self._must_split(path, own):
             return [path]
-        whole, split = self._parts(self.inner.ls(path), own)
-        return whole + [p for folder in split for p in self._search_paths(folder, own)]
-
-    async def _asearch_paths(self, path: str, own: str | None) -> list[str]:
-        if not self._must_split(path, own):
-            return [path]
-        whole, split = self._parts(await self.inner.als(path), own)
+        whole, split = self._parts((yield method(self.inner, "ls", path)), own)
         for folder in split:
-            whole += await self._asearch_paths(folder, own)
+            whole += yield from self._search_paths(folder, own)
         return whole
 
     # --- listing and search -----------------------------------------------------
+    # Each operation is written once, as a generator that yields its call to the inner backend
+    # (see `ctxwarden.core.io`); the sync method runs it with the blocking call, the async one awaits.
     def ls(self, path: str) -> LsResult:
-        own = self._own()
-        if (why := self._refusal(path, own)) is not None:
-            return LsResult(error=why)
-        return self._only_own(self.inner.ls(path), "entries", own)
+        return run(self._ls(path))
 
     async def als(self, path: str) -> LsResult:
+        return await arun(self._ls(path))
+
+    def _ls(self, path: str) -> Steps[LsResult]:
         own = self._own()
         if (why := self._refusal(path, own)) is not None:
             return LsResult(error=why)
-        return self._only_own(await self.inner.als(path), "entries", own)
+        listing: LsResult = yield method(self.inner, "ls", path)
+        return self._only_own(listing, "entries", own)
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
-        own = self._own()
-        if path is not None and (why := self._refusal(path, own)) is not None:
-            return GlobResult(error=why)
-        return self._only_own(self.inner.glob(pattern, path), "matches", own)
+        return run(self._glob(pattern, path))
 
     async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
+        return await arun(self._glob(pattern, path))
+
+    def _glob(self, pattern: str, path: str | None) -> Steps[GlobResult]:
         own = self._own()
         if path is not None and (why := self._refusal(path, own)) is not None:
             return GlobResult(error=why)
-        return self._only_own(await self.inner.aglob(pattern, path), "matches", own)
+        found: GlobResult = yield method(self.inner, "glob", pattern, path)
+        return self._only_own(found, "matches", own)
 
     def grep(
         self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
     ) -> GrepResult:
-        own = self._own()
-        if path is not None and (why := self._refusal(path, own)) is not None:
-            return GrepResult(error=why)
-        results: list[GrepResult] = []
-        for part in self._search_paths(path or "/", own):
-            results.append(self.inner.grep(pattern, part, glob, max_count=_left(max_count, results)))
-            if _left(max_count, results) == 0:
-                break
-        return self._only_own(_merged(results), "matches", own)
+        return run(self._grep(pattern, path, glob, max_count))
 
     async def agrep(
         self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
     ) -> GrepResult:
+        return await arun(self._grep(pattern, path, glob, max_count))
+
+    def _grep(self, pattern: str, path: str | None, glob: str | None, max_count: int | None) -> Steps[GrepResult]:
         own = self._own()
         if path is not None and (why := self._refusal(path, own)) is not None:
             return GrepResult(error=why)
         results: list[GrepResult] = []
-        for part in await self._asearch_paths(path or "/", own):
-            results.append(await self.inner.agrep(pattern, part, glob, max_count=_left(max_count, results)))
+        for part in (yield from self._search_paths(path or "/", own)):
+            results.append((yield method(self.inner, "grep", pattern, part, glob, max_count=_left(max_count, results))))
             if _left(max_count, results) == 0:
                 break
         return self._only_own(_merged(results), "matches", own)
 
     # --- single files -----------------------------------------------------------
-    def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+    def _named(self, file_path: str, refused: Callable[..., _Result], call: Call) -> Steps[_Result]:
+        """`call` on the inner backend, unless the running thread may not touch `file_path`."""
         if (why := self.refusal(file_path)) is not None:
-            return ReadResult(error=why)
-        return self.inner.read(file_path, offset, limit)
+            return refused(error=why)
+        answer: _Result = yield call
+        return answer
+
+    def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+        return run(self._named(file_path, ReadResult, method(self.inner, "read", file_path, offset, limit)))
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        if (why := self.refusal(file_path)) is not None:
-            return ReadResult(error=why)
-        return await self.inner.aread(file_path, offset, limit)
+        return await arun(self._named(file_path, ReadResult, method(self.inner, "read", file_path, offset, limit)))
 
     def write(self, file_path: str, content: str) -> WriteResult:
-        if (why := self.refusal(file_path)) is not None:
-            return WriteResult(error=why)
-        return self.inner.write(file_path, content)
+        return run(self._named(file_path, WriteResult, method(self.inner, "write", file_path, content)))
 
     async def awrite(self, file_path: str, content: str) -> WriteResult:
-        if (why := self.refusal(file_path)) is not None:
-            return WriteResult(error=why)
-        return await self.inner.awrite(file_path, content)
+        return await arun(self._named(file_path, WriteResult, method(self.inner, "write", file_path, content)))
 
     def edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
-        if (why := self.refusal(file_path)) is not None:
-            return EditResult(error=why)
-        return self.inner.edit(file_path, old_string, new_string, replace_all)
+        call = method(self.inner, "edit", file_path, old_string, new_string, replace_all)
+        return run(self._named(file_path, EditResult, call))
 
     async def aedit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
-        if (why := self.refusal(file_path)) is not None:
-            return EditResult(error=why)
-        return await self.inner.aedit(file_path, old_string, new_string, replace_all)
+        call = method(self.inner, "edit", file_path, old_string, new_string, replace_all)
+        return await arun(self._named(file_path, EditResult, call))
 
     def delete(self, file_path: str) -> DeleteResult:
-        if (why := self.refusal(file_path)) is not None:
-            return DeleteResult(error=why)
-        return self.inner.delete(file_path)
+        return run(self._named(file_path, DeleteResult, method(self.inner, "delete", file_path)))
 
     async def adelete(self, file_path: str) -> DeleteResult:
-        if (why := self.refusal(file_path)) is not None:
-            return DeleteResult(error=why)
-        return await self.inner.adelete(file_path)
+        return await arun(self._named(file_path, DeleteResult, method(self.inner, "delete", file_path)))
 
     # --- batches ----------------------------------------------------------------
     def _refusals(self, paths: list[str]) -> list[str | None]:
@@ -274,27 +262,27 @@ class ThreadIsolatedBackend(BackendProtocol):
         return [self._refusal(p, own) for p in paths]
 
     def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        refused = self._refusals([p for p, _d in files])
-        allowed = [f for f, why in zip(files, refused, strict=True) if why is None]
-        answered = self.inner.upload_files(allowed) if allowed else []
-        return _in_order([p for p, _d in files], refused, answered, FileUploadResponse)
+        return run(self._upload(files))
 
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        return await arun(self._upload(files))
+
+    def _upload(self, files: list[tuple[str, bytes]]) -> Steps[list[FileUploadResponse]]:
         refused = self._refusals([p for p, _d in files])
         allowed = [f for f, why in zip(files, refused, strict=True) if why is None]
-        answered = await self.inner.aupload_files(allowed) if allowed else []
+        answered = (yield method(self.inner, "upload_files", allowed)) if allowed else []
         return _in_order([p for p, _d in files], refused, answered, FileUploadResponse)
 
     def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        refused = self._refusals(paths)
-        allowed = [p for p, why in zip(paths, refused, strict=True) if why is None]
-        answered = self.inner.download_files(allowed) if allowed else []
-        return _in_order(paths, refused, answered, lambda p, why: FileDownloadResponse(p, None, why))
+        return run(self._download(paths))
 
     async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
+        return await arun(self._download(paths))
+
+    def _download(self, paths: list[str]) -> Steps[list[FileDownloadResponse]]:
         refused = self._refusals(paths)
         allowed = [p for p, why in zip(paths, refused, strict=True) if why is None]
-        answered = await self.inner.adownload_files(allowed) if allowed else []
+        answered = (yield method(self.inner, "download_files", allowed)) if allowed else []
         return _in_order(paths, refused, answered, lambda p, why: FileDownloadResponse(p, None, why))
 
 
