@@ -101,7 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     _state_dir_option(context)
     _thread_option(context, required=True, help="the thread id (ctxwarden threads lists them)")
     context.add_argument("--json", action="store_true", help="print every figure as one JSON object")
-    context.add_argument("--url", help="a postgresql:// URL holding the checkpoints and the trace (not --state-dir)")
+    context.add_argument(
+        "--url",
+        help="a postgresql:// URL holding the checkpoints and the trace (not --state-dir), or a LangGraph server's "
+        "http:// address: its thread's state is read over the server's API, the trace from --trace or --state-dir",
+    )
+    context.add_argument("--trace", metavar="PATH", help="the trace of a served thread: a trace.sqlite or a URL")
 
     threads = commands.add_parser(
         "threads",
@@ -169,7 +174,9 @@ def _context(args: argparse.Namespace) -> int:
     path = args.state_dir / TRACE_FILE
     config: Any = {"configurable": {"thread_id": args.thread}}
     try:
-        if _postgres_url(args.url) is None:
+        if _server_url(args.url):  # a LangGraph server's thread
+            report = _served_report(args.url, config, args.trace or (path if path.is_file() else None))
+        elif _postgres_url(args.url) is None:
             report = context_report(args.state_dir, config, trace=TraceStore(path) if path.is_file() else None)
         else:
             report = _postgres_report(args.url, config)
@@ -270,6 +277,20 @@ def _kinds(asked: list[str] | None, seen: set[str]) -> tuple[set[str] | None, st
         listing = ", ".join([*sorted(known), *(f"{a} (= {k})" for a, k in KIND_ALIASES.items())])
         return None, f"unknown event kind {', '.join(map(repr, unknown))}. Kinds: {listing}."
     return wanted, None
+
+
+def _server_url(url: str | None) -> bool:
+    from ctxwarden.thread.remote import is_server_url
+
+    return is_server_url(url)
+
+
+def _served_report(url: str, config: Any, trace: Any) -> Any:
+    from ctxwarden.report import context_report
+    from ctxwarden.thread.remote import served_client
+
+    with served_client(url) as client:
+        return context_report(client, config, trace=trace)
 
 
 def _postgres_report(url: str, config: Any) -> Any:

@@ -43,6 +43,7 @@ from ctxwarden.report.figures import CATEGORIES, PLACEHOLDER_TOKENS
 from ctxwarden.stack.discover import trace_of
 from ctxwarden.thread.checkpoints import checkpointer_of
 from ctxwarden.thread.read import aread_values, read_values, state_dir_of, thread_id_of
+from ctxwarden.thread.remote import is_served
 from ctxwarden.thread.view import model_view
 from ctxwarden.thread.write import COMPACTED_AFTER
 from ctxwarden.trace.store import TraceStore
@@ -215,10 +216,12 @@ def context_report(
 ) -> ContextReport:
     """The /context report of the thread in `config`.
 
-    `source` is a compiled agent, a checkpointer or a state directory. The per-role
-    spend comes from `trace` (default: the trace the agent was built with or records to,
-    else the `trace.sqlite` beside a SQLite checkpointer). Pass `model` to see the thread
-    against another model's window.
+    `source` is a compiled agent, a checkpointer, a state directory, or a LangGraph
+    server's thread (a `RemoteGraph` or a langgraph-sdk client: the state is read over the
+    server's API). The per-role spend comes from `trace` (default: the trace the agent was
+    built with or records to, else the `trace.sqlite` beside a SQLite checkpointer; a served
+    thread's trace is where the deployment keeps it, so name it). Pass `model` to see the
+    thread against another model's window.
     """
     _require_checkpointer(source)
     values = read_values(source, config)
@@ -269,7 +272,7 @@ def _report(
 
 def _require_checkpointer(source: Any) -> None:
     """A compiled agent without a checkpointer kept no thread to report on: say so, and how to keep one."""
-    if hasattr(source, "get_state") and checkpointer_of(source) is None:
+    if hasattr(source, "get_state") and not is_served(source) and checkpointer_of(source) is None:
         raise UnknownThreadError(
             "the agent has no checkpointer, so it kept no thread to report on. Fix: build it with a checkpointer "
             "(create_deep_agent(..., checkpointer=InMemorySaver()), or create_context_agent(...), which keeps one "

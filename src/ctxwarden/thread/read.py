@@ -26,6 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from ctxwarden.core.layout import CHECKPOINTS_FILE
 from ctxwarden.errors import ThreadSourceError, UnknownThreadError
 from ctxwarden.thread.checkpoints import SqliteCheckpointer, checkpointer_of, open_checkpointer
+from ctxwarden.thread.remote import aserved_values, is_served, served_values
 from ctxwarden.thread.view import ContextState
 
 READ_NODE = "read"
@@ -82,6 +83,8 @@ def read_messages(source: Any, config: RunnableConfig) -> list[BaseMessage]:
 
 def read_values(source: Any, config: RunnableConfig) -> dict[str, Any]:
     """The checkpointed state values of the thread in `config` (messages and private keys)."""
+    if is_served(source):  # a LangGraph server's thread: read over its API
+        return served_values(source, config)
     thread = thread_id_of(config)
     with opened(source) as target:
         values = _graph(target).get_state(config).values
@@ -92,6 +95,8 @@ def read_values(source: Any, config: RunnableConfig) -> dict[str, Any]:
 
 async def aread_values(source: Any, config: RunnableConfig) -> dict[str, Any]:
     """Async twin of `read_values`: the same answers and errors, the checkpointer read with its async calls."""
+    if is_served(source):
+        return await aserved_values(source, config)
     if isinstance(source, str | Path):  # a state dir opens a SQLite file: do it off the loop
         return await asyncio.to_thread(read_values, source, config)
     thread = thread_id_of(config)

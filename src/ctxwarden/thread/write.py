@@ -22,6 +22,7 @@ from langgraph.errors import InvalidUpdateError
 from ctxwarden.errors import ThreadSourceError
 from ctxwarden.thread.checkpoints import checkpointer_of
 from ctxwarden.thread.read import READ_NODE, reader_graph, stored_keys
+from ctxwarden.thread.remote import awrite_served, is_served, write_served
 
 COMPACTED_AFTER = "compacted_after"
 """Key in the fold state that `compact()` sets to the id of the last call's reply: the view changed after that
@@ -30,6 +31,8 @@ call, so its figures no longer describe it. The next fold done in a call rewrite
 
 def write_state(source: Any, config: RunnableConfig, update: Mapping[str, Any]) -> None:
     """Apply `update` to the thread in `config`, keeping every other key and the thread's pending steps."""
+    if is_served(source):  # a LangGraph server's thread: written over its API
+        return write_served(source, config, update)
     if hasattr(source, "update_state"):
         try:
             source.update_state(config, dict(update))
@@ -42,6 +45,8 @@ def write_state(source: Any, config: RunnableConfig, update: Mapping[str, Any]) 
 
 async def awrite_state(source: Any, config: RunnableConfig, update: Mapping[str, Any]) -> None:
     """Async twin of `write_state`: the same writes, through the async calls."""
+    if is_served(source):
+        return await awrite_served(source, config, update)
     if hasattr(source, "aupdate_state"):
         try:
             await source.aupdate_state(config, dict(update))
