@@ -10,8 +10,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden import ContextPolicy, TokenMeter, context_middleware
-from ctxwarden.clip.clear import NO_MASK, Boundary, ClearLayer, superseded
+from ctxwarden.clip.clear import NO_MASK, Boundary, ClearLayer
 from ctxwarden.clip.gist import TokenLedger, gist
+from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.clip.preview import preview
 from ctxwarden.replay import scripted_model

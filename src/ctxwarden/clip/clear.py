@@ -21,12 +21,13 @@ import operator
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, NotRequired, TypeVar, cast
+from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware.types import AgentState, ModelRequest, PrivateStateAttr
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
 from ctxwarden.clip.gist import Gist, TokenLedger, gist, gist_of_lines, never_seen
+from ctxwarden.clip.order import kept_results, newest, superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.core.layers import CallBudget, LayerEdit
 from ctxwarden.core.meter import TokenMeter
@@ -35,7 +36,6 @@ from ctxwarden.core.runtime import step_context
 from ctxwarden.core.text import text_of
 
 CLIP_STATE_KEY = "ctxwarden_clip"
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +51,6 @@ POINTER_TOKENS = 60
 """About what a placeholder's pointer line costs (tool, size, line counts, the `recall` call, a file path)."""
 MASK_STEP_FACTOR = 2
 """The cost-first mask advances this many times `mask_after_turns` turns at a time (see `ClearLayer._masked`)."""
-FILE_WRITERS = frozenset({"write_file", "edit_file"})
-FILE_READERS = frozenset({"read_file"})
 
 
 class ClipState(AgentState):
@@ -394,56 +392,4 @@ def current_view(
     return layer.view(messages, Boundary.from_state(state), layer._masked(messages), thread or messages)
 
 
-def newest(items: Sequence[T], count: int) -> Sequence[T]:
-    """The last `count` items: all of them when there are fewer, none when `count` is 0."""
-    return items[max(0, len(items) - count) :] if count > 0 else ()
-
-
-def kept_results(messages: Sequence[BaseMessage], results: Sequence[ToolMessage], keep: int) -> set[str]:
-    """Call ids of the results clearing never touches: the newest `keep`, and with any kept, every result of the
-    newest step (a step of parallel calls is read as one)."""
-    if keep <= 0:
-        return set()
-    ids = {m.tool_call_id for m in newest(results, keep)}
-    latest = next((m for m in reversed(messages) if isinstance(m, AIMessage) and m.tool_calls), None)
-    return ids | {str(c.get("id")) for c in latest.tool_calls} if latest is not None else ids
-
-
-def superseded(messages: Sequence[BaseMessage]) -> set[str]:
-    """Ids of calls whose result a later call made stale: the same call made again, or a file read then written."""
-    later: set[str] = set()
-    repeated: set[str] = set()
-    for message in reversed(messages):
-        for call in getattr(message, "tool_calls", None) or ():
-            key = f"{call.get('name')}:{_json(call.get('args', {}))}"
-            if key in later:
-                repeated.add(str(call.get("id")))
-            later.add(key)
-    return repeated | _stale_reads(messages)
-
-
-def _stale_reads(messages: Sequence[BaseMessage]) -> set[str]:
-    """Ids of `read_file` calls whose file was written or edited afterwards."""
-    last_write: dict[str, int] = {}
-    reads: list[tuple[int, str, str]] = []
-    for position, message in enumerate(messages):
-        if not isinstance(message, AIMessage):
-            continue
-        for call in message.tool_calls:
-            path = (call.get("args") or {}).get("file_path") or (call.get("args") or {}).get("path")
-            if not isinstance(path, str):
-                continue
-            if call.get("name") in FILE_WRITERS:
-                last_write[path] = position
-            elif call.get("name") in FILE_READERS:
-                reads.append((position, path, str(call.get("id"))))
-    return {call_id for position, path, call_id in reads if last_write.get(path, -1) > position}
-
-
-def _json(value: Any) -> str:
-    import json
-
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-
-
-__all__ = ["CLIP_STATE_KEY", "Boundary", "ClearLayer", "ClipState", "current_view", "kept_results", "last_view"]
+__all__ = ["CLIP_STATE_KEY", "Boundary", "ClearLayer", "ClipState", "current_view", "last_view"]

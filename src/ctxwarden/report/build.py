@@ -26,7 +26,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableConfig
 
 from ctxwarden.admit.layer import ADMIT_STAMP_KEY
-from ctxwarden.clip.clear import kept_results
+from ctxwarden.clip.order import kept_results
 from ctxwarden.clip.placeholders import is_cleared
 from ctxwarden.core.gauge_note import NOTE_STAMP_KEY
 from ctxwarden.core.layout import TRACE_FILE

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from ctxwarden.clip.clear import kept_results
+from ctxwarden.clip.order import kept_results
 from ctxwarden.clip.placeholders import is_cleared
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
