@@ -45,6 +45,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from ctxwarden.core.caches import ObjectCache
 from ctxwarden.core.io import Call, Steps, arun, run
 from ctxwarden.core.layers import CallBudget, PendingEvent
 from ctxwarden.core.stream import emit
@@ -80,8 +81,22 @@ class Preparation:
     started: float
 
 
+_FINGERPRINTS: ObjectCache[str] = ObjectCache(cap=50_000)
+"""Digests by message object: a thread's messages are checked on every call past the pre-fold point and again when
+the fold fires, and a message object is not edited in place (an edit is a new message)."""
+
+
 def fingerprint(message: BaseMessage) -> str:
     """A short digest of what a message says (content, tool calls, the call it answers)."""
+    known = _FINGERPRINTS.get(message)
+    if known is not None:
+        return known
+    digest = _digest(message)
+    _FINGERPRINTS.put(message, digest)
+    return digest
+
+
+def _digest(message: BaseMessage) -> str:
     body = [
         message.type,
         message.content,
