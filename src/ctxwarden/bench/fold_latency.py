@@ -35,7 +35,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import PrivateAttr
 
 from ctxwarden.bench.harness import StepTimer
-from ctxwarden.bench.strategies import STRATEGIES, FixedSummarizer
+from ctxwarden.bench.strategies import STRATEGIES, FixedSummarizer, ctxwarden_builder
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.stamp import stamp_of
@@ -44,7 +44,6 @@ from ctxwarden.replay.driver import replay_into
 from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording, load_recording
 from ctxwarden.replay.tools import replay_tools
-from ctxwarden.stack.build import create_context_agent
 from ctxwarden.trace.store import TraceStore
 
 TARGET_MS = 50.0
@@ -96,19 +95,10 @@ class Measured:
 
 def _agent(strategy: str, model: Any, tools: list[Any], folder: Path, summarizer: Any, recording: Recording) -> Any:
     if strategy == "deepagents":
-        return STRATEGIES["deepagents"].build(
-            model, tools, folder, summarizer, int(model.profile["max_input_tokens"]), recording.system_prompt
-        )
-    policy = ContextPolicy() if strategy == "ctxwarden" else ContextPolicy(fold_prepare_ahead=0)
-    return create_context_agent(
-        model,
-        tools,
-        state_dir=folder,
-        policy=policy,
-        summarizer=summarizer,
-        trace=folder / "trace.sqlite",
-        system_prompt=recording.system_prompt,
-    )
+        build = STRATEGIES["deepagents"].build
+    else:
+        build = ctxwarden_builder(ContextPolicy() if strategy == "ctxwarden" else ContextPolicy(fold_prepare_ahead=0))
+    return build(model, tools, folder, summarizer, int(model.profile["max_input_tokens"]), recording.system_prompt)
 
 
 def _fold_calls(strategy: str, messages: list[BaseMessage], summarizer: FixedSummarizer) -> list[int]:

@@ -149,7 +149,9 @@ def _deepagents(
     )
 
 
-def _ctxwarden(policy: ContextPolicy) -> Callable[..., Any]:
+def ctxwarden_builder(policy: ContextPolicy) -> Callable[..., Any]:
+    """The strategy builder for `create_context_agent` with `policy`."""
+
     def build(
         model: Any, tools: list[Any], folder: Path, summarizer: FixedSummarizer, window: int, system_prompt: str | None
     ) -> Any:
@@ -170,8 +172,8 @@ STRATEGIES = {
     "none": Strategy("none", _none),
     "context-editing": Strategy("context-editing", _context_editing),
     "deepagents": Strategy("deepagents", _deepagents),
-    "ctxwarden": Strategy("ctxwarden", _ctxwarden(ContextPolicy())),
-    "ctxwarden-cost-first": Strategy("ctxwarden-cost-first", _ctxwarden(ContextPolicy.cost_first())),
+    "ctxwarden": Strategy("ctxwarden", ctxwarden_builder(ContextPolicy())),
+    "ctxwarden-cost-first": Strategy("ctxwarden-cost-first", ctxwarden_builder(ContextPolicy.cost_first())),
 }
 
 
@@ -179,4 +181,4 @@ def fixed_summarizer() -> FixedSummarizer:
     return FixedSummarizer(counter=TokenMeter().counter, name="fixed-summarizer")
 
 
-__all__ = ["STRATEGIES", "SUMMARY_TOKENS", "FixedSummarizer", "Strategy", "fixed_summarizer"]
+__all__ = ["STRATEGIES", "SUMMARY_TOKENS", "FixedSummarizer", "Strategy", "ctxwarden_builder", "fixed_summarizer"]
