@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, cast
 
@@ -27,30 +27,18 @@ from langchain.agents.middleware.types import AgentState, ModelRequest, PrivateS
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
 from ctxwarden.clip.gist import Gist, TokenLedger, gist, gist_of_lines, never_seen
-from ctxwarden.clip.order import kept_results, newest, superseded
+from ctxwarden.clip.index import MAX_THREADS, ThreadIndex
+from ctxwarden.clip.mask import NO_MASK, Mask, mask_of
+from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.core.layers import CallBudget, LayerEdit
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
+from ctxwarden.core.stamp import content_signature
 from ctxwarden.core.text import text_of
 
 CLIP_STATE_KEY = "ctxwarden_clip"
-
-
-@dataclass(frozen=True, slots=True)
-class Mask:
-    """Call ids whose results, and whose large arguments, the cost-first preset masks on this call."""
-
-    results: frozenset[str] = frozenset()
-    args: frozenset[str] = frozenset()
-
-
-NO_MASK = Mask()
-POINTER_TOKENS = 60
-"""About what a placeholder's pointer line costs (tool, size, line counts, the `recall` call, a file path)."""
-MASK_STEP_FACTOR = 2
-"""The cost-first mask advances this many times `mask_after_turns` turns at a time (see `ClearLayer._masked`)."""
 
 
 class ClipState(AgentState):
@@ -69,28 +57,49 @@ class Boundary:
     gists: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     """The lines each cleared result's gist quotes, by call id: a process that resumes the thread renders the same
     gists from these without weighing the thread's text again (a gist depends on everything shown before it)."""
+    counts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """Each placeholder's tokens and content signature (`core.stamp`), by `placeholder_key`, as counted by
+    `counted_by`: a process that resumes the thread measures its placeholders without tokenizing them."""
+    counted_by: str | None = None
 
     @classmethod
     def from_state(cls, state: Any) -> Boundary:
         raw = state.get(CLIP_STATE_KEY) if isinstance(state, dict) else None
         if not isinstance(raw, dict):
             return cls()
-        gists = raw.get("gists")
+        gists, counts = raw.get("gists"), raw.get("counts")
         gists = gists if isinstance(gists, dict) else {}
+        counts = counts if isinstance(counts, dict) else {}
         return cls(
             tuple(raw.get("results") or ()),
             tuple(raw.get("args") or ()),
             {str(k): tuple(v) for k, v in gists.items() if isinstance(v, list | tuple)},
+            {str(k): tuple(v) for k, v in counts.items() if isinstance(v, list | tuple)},
+            raw.get("counted_by") if isinstance(raw.get("counted_by"), str) else None,
         )
 
     def to_state(self) -> dict[str, Any]:
         state: dict[str, Any] = {"results": list(self.results), "args": list(self.args)}
-        return state | {"gists": {k: list(v) for k, v in self.gists.items()}} if self.gists else state
+        if self.gists:
+            state["gists"] = {k: list(v) for k, v in self.gists.items()}
+        if self.counts and self.counted_by:
+            state |= {"counts": {k: list(v) for k, v in self.counts.items()}, "counted_by": self.counted_by}
+        return state
+
+
+def placeholder_key(message: BaseMessage, key: tuple[str, ...]) -> str:
+    """How `Boundary.counts` names a placeholder: the cleared result's call id, or `args:` and the clipped call ids."""
+    return str(getattr(message, "tool_call_id", "")) if key[0] == "result" else "args:" + ",".join(key[1:])
 
 
 @dataclass(slots=True)
 class ClearLayer:
-    """The clearing stage of the lifecycle (a `ContextLayer`)."""
+    """The clearing stage of the lifecycle (a `ContextLayer`).
+
+    Per call it costs an identity check of the thread plus the messages added since the
+    previous call: the thread's index (`clip.index`), its boundary, its mask and its view
+    are extended, not rebuilt, and a deferred batch is weighed from the index's running total.
+    """
 
     policy: ContextPolicy
     meter: TokenMeter
@@ -98,22 +107,27 @@ class ClearLayer:
     _replacements: dict[tuple[int, tuple[str, ...]], tuple[BaseMessage, BaseMessage, Gist | None]] = field(
         default_factory=dict
     )
-    _stored: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    """The boundary's gist lines for the thread being shaped (see `Boundary.gists`)."""
+    _stored: Boundary = field(default_factory=Boundary)
+    """The boundary of the thread being shaped: its gist lines and placeholder counts."""
     _ledgers: OrderedDict[str, TokenLedger] = field(default_factory=OrderedDict)
     _ledger: TokenLedger | None = None
     _thread: Sequence[BaseMessage] | None = None
     _line_tokens: dict[str, int] = field(default_factory=dict)
+    _indexes: OrderedDict[str, ThreadIndex] = field(default_factory=OrderedDict)
 
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         messages = request.messages
-        boundary = Boundary.from_state(request.state)
-        self._stored = boundary.gists
-        masked = self._masked(messages)
+        raw = request.state.get(CLIP_STATE_KEY) if isinstance(request.state, dict) else None
+        if not (raw or self.policy.mask_after_turns is not None or budget.used > budget.clear_at or budget.force):
+            return None  # nothing cleared, nothing masked, nothing to clear: the thread is not even indexed
+        index = self._index(messages)
+        boundary = _boundary_of(index, request.state)
+        self._stored = boundary
+        masked = mask_of(index)
         untouched = not (boundary.results or boundary.args or masked.results or masked.args)
         state_messages = request.state.get("messages") if isinstance(request.state, dict) else None
         self._thread, self._ledger = state_messages or messages, None  # indexed only if a gist is made
-        view = list(messages) if untouched else self.view(messages, boundary, masked)
+        view = list(messages) if untouched else self._grown_view(index, boundary, masked)
         fixed = budget.measurement.system + budget.measurement.tools
         factor = budget.measurement.factor
         used = budget.used if untouched else round((fixed + self.meter.messages_tokens(view)) * factor)
@@ -121,9 +135,13 @@ class ClearLayer:
         if used > budget.clear_at or budget.force:
             target = int(budget.window.tokens * self.policy.clear_to)
             need = float("inf") if budget.force else (used - target) / factor
-            grown, freed = self._extend(messages, boundary, masked, need=need, keep=1 if budget.force else None)
-            worth_it = freed * factor >= budget.window.tokens * self.policy.clear_min_batch_share
-            if grown != boundary and (worth_it or used > budget.fold_at or budget.force):
+            smallest = budget.window.tokens * self.policy.clear_min_batch_share
+            urgent = used > budget.fold_at or budget.force
+            if urgent or self._may_be_worth_it(index, boundary, masked, need, smallest / factor):
+                grown, freed = self._extend(messages, boundary, masked, need=need, keep=1 if budget.force else None)
+            else:
+                grown, freed = boundary, 0.0
+            if grown != boundary and (freed * factor >= smallest or urgent):
                 view = self.view(messages, grown, masked)
                 after = round((fixed + self.meter.messages_tokens(view)) * factor)
                 events.append(
@@ -143,27 +161,61 @@ class ClearLayer:
                         budget.window.model,
                     )
                 )
-                boundary = self._with_gists(grown, messages)
+                boundary = self._remembered(grown, messages)
+                saved = boundary.to_state()  # the next call finds this object in its state: boundary and view hold
+                index.memo["boundary"], index.memo["view"] = (saved, boundary), (boundary, masked, list(view))
         if untouched and not events:
             return None
         if not events and all(map(operator.is_, view, messages)):
             return None
-        state = {CLIP_STATE_KEY: boundary.to_state()} if events else None
+        state = {CLIP_STATE_KEY: index.memo["boundary"][0]} if events else None
         return LayerEdit(request.override(messages=cast(list[AnyMessage], view)), state=state, events=events)
 
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         return self.shape(request, budget)
 
-    def _with_gists(self, boundary: Boundary, messages: Sequence[BaseMessage]) -> Boundary:
-        """`boundary` with the gist lines of the results it clears, as this process chose them."""
-        gists = dict(boundary.gists)
+    def _may_be_worth_it(
+        self, index: ThreadIndex, boundary: Boundary, masked: Mask, need: float, smallest: float
+    ) -> bool:
+        """Whether a batch could free `smallest` raw tokens, judged in O(1) from the index: a batch frees at most
+        every candidate together, and less than what it needs plus its largest candidate."""
+        if need + index.largest < smallest:
+            return False
+        hidden = _hidden(index, boundary, masked)
+        return index.disposable(*hidden, self.policy.keep_tool_results) >= smallest
+
+    def _index(self, messages: Sequence[BaseMessage]) -> ThreadIndex:
+        """The index of the thread being shaped, extended with its new messages (one per recent thread)."""
+        thread_id, namespace, _run = step_context()
+        key = f"{thread_id}|{namespace}"
+        index = self._indexes.pop(key, None) or ThreadIndex(self.policy, self.meter)
+        self._indexes[key] = index.sync(messages)
+        while len(self._indexes) > MAX_THREADS:
+            self._indexes.popitem(last=False)
+        return index
+
+    def _remembered(self, boundary: Boundary, messages: Sequence[BaseMessage]) -> Boundary:
+        """`boundary` with the gist lines and the counts of its placeholders in `messages`, as this process made
+        them (a resumed process renders and measures the same placeholders from these)."""
+        gists, counts = dict(boundary.gists), {}
+        cleared, clipped = set(boundary.results), set(boundary.args)
         for message in messages:
-            if isinstance(message, ToolMessage) and message.tool_call_id in boundary.results:
-                hit = self._replacements.get((id(message), ("result",)))
-                made = hit[2] if hit is not None and hit[0] is message else None
-                if made is not None:
-                    gists.setdefault(message.tool_call_id, made.chosen)
-        return Boundary(boundary.results, boundary.args, gists)
+            if isinstance(message, ToolMessage) and message.tool_call_id in cleared:
+                key: tuple[str, ...] = ("result",)
+            elif isinstance(message, AIMessage) and clipped and message.tool_calls:
+                key = ("args", *sorted(str(c["id"]) for c in message.tool_calls if c.get("id") in clipped))
+            else:
+                continue
+            name = placeholder_key(message, key)
+            hit = self._replacements.get((id(message), key))
+            if hit is None or hit[0] is not message:
+                if name in boundary.counts:
+                    counts[name] = boundary.counts[name]
+                continue
+            if hit[2] is not None:
+                gists.setdefault(name, hit[2].chosen)
+            counts[name] = (self.meter.message_tokens(hit[1]), *content_signature(hit[1]))
+        return Boundary(boundary.results, boundary.args, gists, counts, self.meter.count_key)
 
     # --- the view ---------------------------------------------------------------
     def _current_ledger(self) -> TokenLedger | None:
@@ -183,10 +235,24 @@ class ClearLayer:
         ledger = self._ledgers.pop(key, None) or TokenLedger()
         ledger.sync(thread)
         self._ledgers[key] = ledger
-        while len(self._ledgers) > 16:
+        while len(self._ledgers) > MAX_THREADS:
             self._ledgers.popitem(last=False)
         self._ledger = ledger
         return ledger
+
+    def _grown_view(self, index: ThreadIndex, boundary: Boundary, masked: Mask) -> list[BaseMessage]:
+        """`view` of the indexed list, extending the previous call's view when boundary and mask are the same."""
+        memo = index.memo.get("view")
+        grew = index.memo.get("mask_grew")
+        if memo is not None and memo[0] is boundary and grew is not None and grew[0] is memo[1] and grew[1] is masked:
+            memo = (boundary, masked, memo[2][: grew[2]])  # the mask advanced: the view before it holds
+        elif memo is None or memo[0] is not boundary or memo[1] is not masked:
+            memo = (boundary, masked, [])
+        shown: list[BaseMessage] = memo[2]
+        cleared, clipped = _hidden(index, boundary, masked)
+        view = shown + self._apply(index.messages[len(shown) :], cleared, clipped)
+        index.memo["view"] = (boundary, masked, view)
+        return list(view)
 
     def view(
         self,
@@ -202,9 +268,10 @@ class ClearLayer:
         """
         if thread is not None:
             self._thread, self._ledger = thread, None
-        self._stored = boundary.gists
-        results = set(boundary.results) | masked.results
-        args = set(boundary.args) | masked.args
+        self._stored = boundary
+        return self._apply(messages, set(boundary.results) | masked.results, set(boundary.args) | masked.args)
+
+    def _apply(self, messages: Sequence[BaseMessage], results: Set[str], args: Set[str]) -> list[BaseMessage]:
         out: list[BaseMessage] = []
         for message in messages:
             if isinstance(message, ToolMessage) and message.tool_call_id in results:
@@ -230,6 +297,16 @@ class ClearLayer:
         else:
             assert isinstance(message, AIMessage)
             replacement = args_placeholder(message, set(key[1:]))
+        counted = self._stored.counts.get(placeholder_key(message, key))
+        if (
+            counted
+            and self._stored.counted_by == self.meter.count_key
+            and list(counted[1:])
+            == content_signature(
+                replacement  # the placeholder counted when it was cleared
+            )
+        ):
+            self.meter.remember(replacement, counted[0])
         if len(self._replacements) > 50_000:
             self._replacements.clear()
         self._replacements[(id(message), key)] = (message, replacement, made)
@@ -239,7 +316,7 @@ class ClearLayer:
         budget = min(self.policy.gist_max_tokens, int(tokens * self.policy.gist_share))
         if budget <= 0:
             return None
-        stored = self._stored.get(message.tool_call_id)
+        stored = self._stored.gists.get(message.tool_call_id)
         if stored is not None:  # chosen when the result was cleared: the same lines, without reading the thread
             kept = gist_of_lines(text_of(message), stored)
             if kept is not None:
@@ -272,54 +349,28 @@ class ClearLayer:
     def _candidates(
         self, messages: Sequence[BaseMessage], boundary: Boundary, masked: Mask, *, keep: int | None = None
     ) -> list[tuple[str, str, float]]:
-        """`(kind, call id, tokens freed)`: superseded results first, then oldest first; the newest stay."""
-        policy = self.policy if keep is None else self.policy.replace(keep_tool_results=keep)
-        names = {
-            str(c["id"]): c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls if c.get("id")
-        }
-        stale = superseded(messages)
-        results = [m for m in messages if isinstance(m, ToolMessage)]
-        keep_results = kept_results(messages, results, policy.keep_tool_results)
-        callers = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
-        keep_callers = {id(m) for m in newest(callers, policy.keep_tool_results)}
+        """`(kind, call id, tokens freed)`: superseded results first, then oldest first; the newest stay.
+
+        Read from the thread's index; what each frees is its estimate (`clip.index`)."""
+        index = self._index(messages)
+        count = self.policy.keep_tool_results if keep is None else keep
+        kept, kept_from = index.kept_results(count), index.kept_callers_from(count)
         cleared, clipped = set(boundary.results) | masked.results, set(boundary.args) | masked.args
+        stale = superseded(messages)
         found: list[tuple[int, int, str, str, float]] = []
-        for position, message in enumerate(messages):
-            if isinstance(message, ToolMessage):
-                call_id = message.tool_call_id
-                tool = message.name or names.get(call_id)
-                if call_id in cleared or call_id in keep_results or tool in policy.clear_exclude_tools:
-                    continue
-                saving = self._result_saving(message)
-                if saving > 0:
-                    found.append((self._rank(message, call_id in stale), position, "result", call_id, saving))
-            elif policy.clip_tool_args and isinstance(message, AIMessage) and message.tool_calls:
-                if id(message) in keep_callers:
-                    continue
-                sizes = self.meter.call_args_tokens(message)
-                for call in message.tool_calls:
-                    call_id = str(call.get("id"))
-                    if call_id in clipped or call.get("name") in policy.clear_exclude_tools:
-                        continue
-                    size = sizes[call_id]
-                    if size >= policy.clip_args_min_tokens:
-                        placeholder = self._replace(message, ("args", call_id))
-                        assert isinstance(placeholder, AIMessage)
-                        left = self.meter.call_args_tokens(placeholder)[call_id]
-                        found.append((2, position, "args", call_id, size - left))
+        for result in index.results:
+            if result.call_id not in cleared and result.call_id not in kept:
+                message = index.messages[result.position]
+                assert isinstance(message, ToolMessage)
+                rank = self._rank(message, result.call_id in stale)
+                found.append((rank, result.position, "result", result.call_id, result.saving))
+        found.extend(
+            (2, arg.position, "args", arg.call_id, arg.saving)
+            for arg in index.args
+            if arg.position < kept_from and arg.call_id not in clipped
+        )
         found.sort(key=lambda item: (item[0], item[1]))
         return [(kind, call_id, saving) for _rank, _pos, kind, call_id, saving in found]
-
-    def _result_saving(self, message: ToolMessage) -> int:
-        """Tokens clearing `message` would free: measured when its placeholder exists, else estimated with its gist at
-        the full budget, so that weighing a batch (on every call while one is deferred) never chooses gists it may not
-        make; the batch's own placeholders are measured when it is made."""
-        tokens = self.meter.message_tokens(message)
-        hit = self._replacements.get((id(message), ("result",)))
-        if hit is not None and hit[0] is message:
-            return tokens - self.meter.message_tokens(hit[1])
-        budget = min(self.policy.gist_max_tokens, int(tokens * self.policy.gist_share))
-        return tokens - budget - POINTER_TOKENS
 
     def _count_line(self, line: str) -> int:
         """Tokens of one output line, each distinct line counted once (outputs repeat lines)."""
@@ -338,34 +389,28 @@ class ClearLayer:
         position = ledger.position(message) if ledger is not None else None
         return 1 if position is not None and ledger is not None and ledger.shown_again(message, position) else 2
 
-    def _masked(self, messages: Sequence[BaseMessage]) -> Mask:
-        """Cost-first: results and large arguments of calls made before the newest `mask_after_turns` turns.
 
-        The mask advances `MASK_STEP_FACTOR * mask_after_turns` turns at a time, so between two
-        advances the calls share their prefix: each advance makes the provider read again,
-        uncached, every turn after the first newly masked one, so advancing on every call would
-        miss the cache every call, and advancing every N turns re-reads about 2N turns per N.
-        """
-        keep = self.policy.mask_after_turns
-        if keep is None:
-            return NO_MASK
-        callers = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
-        step = keep * MASK_STEP_FACTOR
-        boundary = max(0, (len(callers) - keep) // step * step)
-        excluded = self.policy.clear_exclude_tools
-        large = self.policy.clip_args_min_tokens
-        results: set[str] = set()
-        args: set[str] = set()
-        for message in callers[:boundary]:
-            sizes = self.meter.call_args_tokens(message)
-            for call in message.tool_calls:
-                if call.get("name") in excluded:
-                    continue
-                call_id = str(call["id"])
-                results.add(call_id)
-                if sizes[call_id] >= large:
-                    args.add(call_id)
-        return Mask(frozenset(results), frozenset(args))
+def _boundary_of(index: ThreadIndex, state: Any) -> Boundary:
+    """The thread's boundary, read again only when its private state is another object than on the last call."""
+    raw = state.get(CLIP_STATE_KEY) if isinstance(state, dict) else None
+    memo = index.memo.get("boundary")
+    if memo is not None and memo[0] is raw:
+        boundary: Boundary = memo[1]
+        return boundary
+    boundary = Boundary.from_state(state)
+    index.memo["boundary"] = (raw, boundary)
+    return boundary
+
+
+def _hidden(index: ThreadIndex, boundary: Boundary, masked: Mask) -> tuple[Set[str], Set[str]]:
+    """Call ids whose results, and whose arguments, are out of the view: the same sets while boundary and mask hold."""
+    memo = index.memo.get("hidden")
+    if memo is not None and memo[0] is boundary and memo[1] is masked:
+        known: tuple[Set[str], Set[str]] = memo[2]
+        return known
+    hidden = (frozenset(boundary.results) | masked.results, frozenset(boundary.args) | masked.args)
+    index.memo["hidden"] = (boundary, masked, hidden)
+    return hidden
 
 
 def last_view(
@@ -389,7 +434,7 @@ def current_view(
     """
     layer = ClearLayer(policy, meter or TokenMeter())
     state = {CLIP_STATE_KEY: clip_state} if clip_state else {}
-    return layer.view(messages, Boundary.from_state(state), layer._masked(messages), thread or messages)
+    return layer.view(messages, Boundary.from_state(state), mask_of(layer._index(messages)), thread or messages)
 
 
-__all__ = ["CLIP_STATE_KEY", "Boundary", "ClearLayer", "ClipState", "current_view", "last_view"]
+__all__ = ["CLIP_STATE_KEY", "NO_MASK", "Boundary", "ClearLayer", "ClipState", "Mask", "current_view", "last_view"]

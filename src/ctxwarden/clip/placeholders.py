@@ -102,8 +102,12 @@ def _first_line(value: Any) -> str | None:
     """The first line of a long text argument, whole, when it is short: a command's head names what it writes."""
     if not isinstance(value, str):
         return None
-    line = next((line for line in value.splitlines() if line.strip()), "")
-    return line if 0 < len(line) <= FIRST_LINE_MAX_CHARS else None
+    head = value[:4096]  # a large argument is not split whole for its first line
+    lines = head.splitlines() if len(head) == len(value) else head.splitlines()[:-1]
+    line = next((line for line in lines if line.strip()), None)
+    if line is None and len(head) < len(value):
+        line = next((line for line in value.splitlines() if line.strip()), "")
+    return line if line and len(line) <= FIRST_LINE_MAX_CHARS else None
 
 
 def is_cleared(message: Any) -> bool:

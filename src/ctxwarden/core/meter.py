@@ -149,6 +149,10 @@ class TokenMeter:
         self._by_object.put(message, tokens)
         return tokens
 
+    def remember(self, message: BaseMessage, tokens: int) -> None:
+        """Take `tokens` as the count of `message` (one counted before, by this meter's counter, in another process)."""
+        self._by_object.put(message, tokens)
+
     def messages_tokens(self, messages: Sequence[BaseMessage]) -> int:
         """Tokens of a message list; only the part past the longest prefix shared with a list measured before
         is looked at message by message."""
