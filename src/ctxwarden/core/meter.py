@@ -155,38 +155,49 @@ class TokenMeter:
 
     def messages_tokens(self, messages: Sequence[BaseMessage]) -> int:
         """Tokens of a message list; only the part past the longest prefix shared with a list measured before
-        is looked at message by message."""
+        is looked at message by message (a list that extends one measured before extends its memo in place)."""
         if not messages:
             return 0
         head = messages[0]
         with self._lock:
             candidates = [m for m in self._sequences if m.messages[0] is head]
         best, common = None, 0
-        for measured in candidates:
+        for measured in candidates:  # the common case, a list that grew: one identity check of its prefix
             seen = measured.messages
             if len(seen) <= len(messages) and all(map(operator.is_, seen, messages)):
                 best, common = measured, len(seen)
                 break
-            flags = list(map(operator.is_, seen, messages))
-            shared = flags.index(False) if False in flags else len(flags)
-            if shared > common:
-                best, common = measured, shared
-        if best is not None and common == len(messages) == len(best.messages):
-            self._remember(best, best)
-            return best.totals[-1]
+        else:
+            for measured in candidates:
+                flags = list(map(operator.is_, measured.messages, messages))
+                shared = flags.index(False) if False in flags else len(flags)
+                if shared > common:
+                    best, common = measured, shared
+        added = [self.message_tokens(message) for message in islice(messages, common, None)]
+        if best is not None and common == len(best.messages):  # `messages` extends `best`: grow it in place
+            with self._lock:
+                grown = len(best.messages) == common  # no other thread grew it meanwhile
+                if grown:
+                    total = best.totals[-1]
+                    for message, tokens in zip(islice(messages, common, None), added, strict=True):
+                        total += tokens
+                        best.totals.append(total)
+                        best.messages.append(message)
+            if grown:
+                self._remember(best)
+                return total
         totals = best.totals[:common] if best is not None else []
         total = totals[-1] if totals else 0
-        for message in islice(messages, common, None):
-            total += self.message_tokens(message)
+        for tokens in added:
+            total += tokens
             totals.append(total)
-        extends = best is not None and common == len(best.messages)
-        self._remember(_Measured(list(messages), totals), best if extends else None)
+        self._remember(_Measured(list(messages), totals))
         return total
 
-    def _remember(self, measured: _Measured, replacing: _Measured | None) -> None:
-        """Keep `measured` first; a list it extends is dropped (the new one answers for it too)."""
+    def _remember(self, measured: _Measured) -> None:
+        """Keep `measured` first."""
         with self._lock:
-            kept = [m for m in self._sequences if m is not measured and m is not replacing]
+            kept = [m for m in self._sequences if m is not measured]
             self._sequences = [measured, *kept[: self.max_sequences - 1]]
 
     def call_args_tokens(self, message: AIMessage) -> dict[str, int]:

@@ -88,9 +88,10 @@ class ContextWindowMiddleware(AgentMiddleware):
         """Takes deepagents' summarization slot, ahead of user middleware (see module docstring)."""
         return SLOT_NAME
 
-    def budget(self, request: ModelRequest[Any], *, force: bool = False) -> CallBudget:
-        """Measure `request` against the window of `request.model`."""
-        window = resolve_window(request.model, self.policy.window)
+    def budget(self, request: ModelRequest[Any], *, force: bool = False, like: CallBudget | None = None) -> CallBudget:
+        """Measure `request` against the window of `request.model` (the window of `like`, measured for the same
+        model earlier in this call, is not resolved again)."""
+        window = like.window if like is not None else resolve_window(request.model, self.policy.window)
         measurement = self.meter.measure(
             request.messages,
             system_message=request.system_message,
@@ -107,16 +108,26 @@ class ContextWindowMiddleware(AgentMiddleware):
     def _shape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
         request = self._picked(request)
         shaped = _Shaped(request, self.budget(request, force=force))
+        measure = self._remeasure(shaped, force)
         for layer in (*self.layers, self.note):
-            shaped.take(layer, layer.shape(shaped.request, shaped.budget), lambda r: self.budget(r, force=force))
+            shaped.take(layer, layer.shape(shaped.request, shaped.budget), measure)
         return shaped
+
+    def _remeasure(self, shaped: _Shaped, force: bool) -> Callable[[ModelRequest[Any]], CallBudget]:
+        """How a layer's edit is measured again: against the window already resolved while the model is the same."""
+
+        def measure(edited: ModelRequest[Any]) -> CallBudget:
+            same = edited.model is shaped.request.model
+            return self.budget(edited, force=force, like=shaped.budget if same else None)
+
+        return measure
 
     async def _ashape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
         request = self._picked(request)
         shaped = _Shaped(request, self.budget(request, force=force))
+        measure = self._remeasure(shaped, force)
         for layer in (*self.layers, self.note):
-            edit = await layer.ashape(shaped.request, shaped.budget)
-            shaped.take(layer, edit, lambda r: self.budget(r, force=force))
+            shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), measure)
         return shaped
 
     # --- model calls ------------------------------------------------------------
