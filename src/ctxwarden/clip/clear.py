@@ -19,77 +19,25 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
-from typing import Annotated, Any, NotRequired, cast
+from typing import Any, cast
 
-from langchain.agents.middleware.types import AgentState, ModelRequest, PrivateStateAttr
+from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
+from ctxwarden.clip.boundary import CLIP_STATE_KEY, Boundary, ClipState, boundary_of, placeholder_key
 from ctxwarden.clip.gist import Gist, TokenLedger, gist, gist_of_lines, never_seen
 from ctxwarden.clip.index import MAX_THREADS, ThreadIndex
-from ctxwarden.clip.mask import NO_MASK, Mask, mask_of
+from ctxwarden.clip.mask import NO_MASK, Mask, mask_of, mask_turns
 from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
-from ctxwarden.core.layers import CallBudget, LayerEdit
+from ctxwarden.core.layers import CallBudget, LayerEdit, PendingEvent
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
 from ctxwarden.core.stamp import content_signature
 from ctxwarden.core.text import text_of
-
-CLIP_STATE_KEY = "ctxwarden_clip"
-
-
-class ClipState(AgentState):
-    """The clearing boundary: call ids whose results, and whose arguments, are out of the view (and the lines each
-    cleared result's gist quotes)."""
-
-    ctxwarden_clip: Annotated[NotRequired[dict[str, Any]], PrivateStateAttr]
-
-
-@dataclass(frozen=True, slots=True)
-class Boundary:
-    """Which results and which calls' arguments are cleared, in the order they were cleared."""
-
-    results: tuple[str, ...] = ()
-    args: tuple[str, ...] = ()
-    gists: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    """The lines each cleared result's gist quotes, by call id: a process that resumes the thread renders the same
-    gists from these without weighing the thread's text again (a gist depends on everything shown before it)."""
-    counts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    """Each placeholder's tokens and content signature (`core.stamp`), by `placeholder_key`, as counted by
-    `counted_by`: a process that resumes the thread measures its placeholders without tokenizing them."""
-    counted_by: str | None = None
-
-    @classmethod
-    def from_state(cls, state: Any) -> Boundary:
-        raw = state.get(CLIP_STATE_KEY) if isinstance(state, dict) else None
-        if not isinstance(raw, dict):
-            return cls()
-        gists, counts = raw.get("gists"), raw.get("counts")
-        gists = gists if isinstance(gists, dict) else {}
-        counts = counts if isinstance(counts, dict) else {}
-        return cls(
-            tuple(raw.get("results") or ()),
-            tuple(raw.get("args") or ()),
-            {str(k): tuple(v) for k, v in gists.items() if isinstance(v, list | tuple)},
-            {str(k): tuple(v) for k, v in counts.items() if isinstance(v, list | tuple)},
-            raw.get("counted_by") if isinstance(raw.get("counted_by"), str) else None,
-        )
-
-    def to_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"results": list(self.results), "args": list(self.args)}
-        if self.gists:
-            state["gists"] = {k: list(v) for k, v in self.gists.items()}
-        if self.counts and self.counted_by:
-            state |= {"counts": {k: list(v) for k, v in self.counts.items()}, "counted_by": self.counted_by}
-        return state
-
-
-def placeholder_key(message: BaseMessage, key: tuple[str, ...]) -> str:
-    """How `Boundary.counts` names a placeholder: the cleared result's call id, or `args:` and the clipped call ids."""
-    return str(getattr(message, "tool_call_id", "")) if key[0] == "result" else "args:" + ",".join(key[1:])
 
 
 @dataclass(slots=True)
@@ -121,55 +69,67 @@ class ClearLayer:
         if not (raw or self.policy.mask_after_turns is not None or budget.used > budget.clear_at or budget.force):
             return None  # nothing cleared, nothing masked, nothing to clear: the thread is not even indexed
         index = self._index(messages)
-        boundary = _boundary_of(index, request.state)
+        boundary = boundary_of(index, request.state)
         self._stored = boundary
         masked = mask_of(index)
         untouched = not (boundary.results or boundary.args or masked.results or masked.args)
         state_messages = request.state.get("messages") if isinstance(request.state, dict) else None
         self._thread, self._ledger = state_messages or messages, None  # indexed only if a gist is made
-        view = list(messages) if untouched else self._grown_view(index, boundary, masked)
+        view: list[BaseMessage] = list(messages) if untouched else self._grown_view(index, boundary, masked)
         fixed = budget.measurement.system + budget.measurement.tools
         factor = budget.measurement.factor
         used = budget.used if untouched else round((fixed + self.meter.messages_tokens(view)) * factor)
-        events = []
+        events: list[PendingEvent] = []
         if used > budget.clear_at or budget.force:
-            target = int(budget.window.tokens * self.policy.clear_to)
-            need = float("inf") if budget.force else (used - target) / factor
-            smallest = budget.window.tokens * self.policy.clear_min_batch_share
-            urgent = used > budget.fold_at or budget.force
-            if urgent or self._may_be_worth_it(index, boundary, masked, need, smallest / factor):
-                grown, freed = self._extend(messages, boundary, masked, need=need, keep=1 if budget.force else None)
-            else:
-                grown, freed = boundary, 0.0
-            if grown != boundary and (freed * factor >= smallest or urgent):
-                view = self.view(messages, grown, masked)
-                after = round((fixed + self.meter.messages_tokens(view)) * factor)
-                events.append(
-                    (
-                        "context_clear",
-                        {
-                            "results": len(grown.results) - len(boundary.results),
-                            "args": len(grown.args) - len(boundary.args),
-                            "tokens_before": used,
-                            "tokens_after": after,
-                            "freed": used - after,
-                            "target": target,
-                            "cleared_total": len(grown.results),
-                            "clipped_total": len(grown.args),
-                            "forced": budget.force,
-                        },
-                        budget.window.model,
-                    )
-                )
-                boundary = self._remembered(grown, messages)
-                saved = boundary.to_state()  # the next call finds this object in its state: boundary and view hold
-                index.memo["boundary"], index.memo["view"] = (saved, boundary), (boundary, masked, list(view))
-        if untouched and not events:
+            boundary, view, events = self._batch(index, messages, boundary, masked, view, used, budget)
+        turns = mask_turns(index)
+        if events or turns != boundary.masked_turns:  # a batch, or the mask moved: their placeholders' counts travel
+            boundary = self._remembered(boundary, messages, masked, turns)
+            index.memo["boundary"] = (boundary.to_state(), boundary)  # the next call finds this object in its state
+            index.memo["view"] = (boundary, masked, list(view))
+            state = {CLIP_STATE_KEY: index.memo["boundary"][0]}
+        elif untouched or all(map(operator.is_, view, messages)):
             return None
-        if not events and all(map(operator.is_, view, messages)):
-            return None
-        state = {CLIP_STATE_KEY: index.memo["boundary"][0]} if events else None
+        else:
+            state = None
         return LayerEdit(request.override(messages=cast(list[AnyMessage], view)), state=state, events=events)
+
+    def _batch(
+        self,
+        index: ThreadIndex,
+        messages: Sequence[BaseMessage],
+        boundary: Boundary,
+        masked: Mask,
+        view: list[BaseMessage],
+        used: int,
+        budget: CallBudget,
+    ) -> tuple[Boundary, list[BaseMessage], list[PendingEvent]]:
+        """Grow the boundary by one batch when one is worth its cache miss (or the call is past the fold threshold,
+        or forced): the boundary, the view and the batch's event; the same boundary and `view` when not."""
+        fixed, factor = budget.measurement.system + budget.measurement.tools, budget.measurement.factor
+        target = int(budget.window.tokens * self.policy.clear_to)
+        need = float("inf") if budget.force else (used - target) / factor
+        smallest = budget.window.tokens * self.policy.clear_min_batch_share
+        urgent = used > budget.fold_at or budget.force
+        if not (urgent or self._may_be_worth_it(index, boundary, masked, need, smallest / factor)):
+            return boundary, view, []
+        grown, freed = self._extend(messages, boundary, masked, need=need, keep=1 if budget.force else None)
+        if grown == boundary or not (freed * factor >= smallest or urgent):
+            return boundary, view, []
+        view = self.view(messages, grown, masked)
+        after = round((fixed + self.meter.messages_tokens(view)) * factor)
+        event = {
+            "results": len(grown.results) - len(boundary.results),
+            "args": len(grown.args) - len(boundary.args),
+            "tokens_before": used,
+            "tokens_after": after,
+            "freed": used - after,
+            "target": target,
+            "cleared_total": len(grown.results),
+            "clipped_total": len(grown.args),
+            "forced": budget.force,
+        }
+        return grown, view, [("context_clear", event, budget.window.model)]
 
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         return self.shape(request, budget)
@@ -194,16 +154,19 @@ class ClearLayer:
             self._indexes.popitem(last=False)
         return index
 
-    def _remembered(self, boundary: Boundary, messages: Sequence[BaseMessage]) -> Boundary:
-        """`boundary` with the gist lines and the counts of its placeholders in `messages`, as this process made
-        them (a resumed process renders and measures the same placeholders from these)."""
-        gists, counts = dict(boundary.gists), {}
-        cleared, clipped = set(boundary.results), set(boundary.args)
+    def _remembered(self, boundary: Boundary, messages: Sequence[BaseMessage], masked: Mask, turns: int) -> Boundary:
+        """`boundary` with the gist lines, and the counts of the placeholders in `messages` (the mask's too), as this
+        process made them: a resumed process renders and measures the same placeholders from these."""
+        gists: dict[str, tuple[int, ...]] = dict(boundary.gists)
+        counts: dict[str, tuple[int, ...]] = {}
+        cleared, clipped = set(boundary.results) | masked.results, set(boundary.args) | masked.args
         for message in messages:
             if isinstance(message, ToolMessage) and message.tool_call_id in cleared:
                 key: tuple[str, ...] = ("result",)
             elif isinstance(message, AIMessage) and clipped and message.tool_calls:
                 key = ("args", *sorted(str(c["id"]) for c in message.tool_calls if c.get("id") in clipped))
+                if len(key) == 1:
+                    continue
             else:
                 continue
             name = placeholder_key(message, key)
@@ -215,7 +178,7 @@ class ClearLayer:
             if hit[2] is not None:
                 gists.setdefault(name, hit[2].chosen)
             counts[name] = (self.meter.message_tokens(hit[1]), *content_signature(hit[1]))
-        return Boundary(boundary.results, boundary.args, gists, counts, self.meter.count_key)
+        return Boundary(boundary.results, boundary.args, gists, counts, self.meter.count_key, turns)
 
     # --- the view ---------------------------------------------------------------
     def _current_ledger(self) -> TokenLedger | None:
@@ -388,18 +351,6 @@ class ClearLayer:
         ledger = self._current_ledger()
         position = ledger.position(message) if ledger is not None else None
         return 1 if position is not None and ledger is not None and ledger.shown_again(message, position) else 2
-
-
-def _boundary_of(index: ThreadIndex, state: Any) -> Boundary:
-    """The thread's boundary, read again only when its private state is another object than on the last call."""
-    raw = state.get(CLIP_STATE_KEY) if isinstance(state, dict) else None
-    memo = index.memo.get("boundary")
-    if memo is not None and memo[0] is raw:
-        boundary: Boundary = memo[1]
-        return boundary
-    boundary = Boundary.from_state(state)
-    index.memo["boundary"] = (raw, boundary)
-    return boundary
 
 
 def _hidden(index: ThreadIndex, boundary: Boundary, masked: Mask) -> tuple[Set[str], Set[str]]:

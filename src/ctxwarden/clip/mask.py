@@ -64,4 +64,10 @@ def mask_of(index: ThreadIndex) -> Mask:
     return mask
 
 
-__all__ = ["MASK_STEP_FACTOR", "NO_MASK", "Mask", "mask_of"]
+def mask_turns(index: ThreadIndex) -> int:
+    """How many turns the mask `mask_of` last gave for the indexed list covers (0: none)."""
+    memo = index.memo.get("mask")
+    return int(memo[0]) if memo is not None else 0
+
+
+__all__ = ["MASK_STEP_FACTOR", "NO_MASK", "Mask", "mask_of", "mask_turns"]

@@ -109,7 +109,7 @@ def content_signature(message: BaseMessage) -> list[int]:
 
 
 def _shallow_size(value: Any) -> int:
-    if isinstance(value, str | list | tuple | dict):
+    if isinstance(value, (str, list, tuple, dict)):  # a tuple, not a union: nothing allocated per call
         return len(value)
     return len(repr(value))
 

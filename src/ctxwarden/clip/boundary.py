@@ -1,0 +1,89 @@
+"""The clearing boundary: which results and arguments are out of the view, kept in the thread's private state.
+
+The boundary is what makes clearing cache-stable: every call replaces exactly the call ids
+it lists, with the same bytes, until the next batch. It also carries what a process that
+resumes the thread would otherwise have to recompute from the whole thread: the lines each
+gist quotes, and each placeholder's token count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware.types import AgentState, PrivateStateAttr
+from langchain_core.messages import BaseMessage
+
+from ctxwarden.clip.index import ThreadIndex
+
+CLIP_STATE_KEY = "ctxwarden_clip"
+
+
+class ClipState(AgentState):
+    """The clearing boundary: call ids whose results, and whose arguments, are out of the view (and the lines each
+    cleared result's gist quotes)."""
+
+    ctxwarden_clip: Annotated[NotRequired[dict[str, Any]], PrivateStateAttr]
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """Which results and which calls' arguments are cleared, in the order they were cleared."""
+
+    results: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    gists: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """The lines each cleared result's gist quotes, by call id: a process that resumes the thread renders the same
+    gists from these without weighing the thread's text again (a gist depends on everything shown before it)."""
+    counts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """Each placeholder's tokens and content signature (`core.stamp`), by `placeholder_key`, as counted by
+    `counted_by`: a process that resumes the thread measures its placeholders without tokenizing them."""
+    counted_by: str | None = None
+    masked_turns: int = 0
+    """The cost-first mask whose placeholders `counts` holds: how many turns it masked."""
+
+    @classmethod
+    def from_state(cls, state: Any) -> Boundary:
+        raw = state.get(CLIP_STATE_KEY) if isinstance(state, dict) else None
+        if not isinstance(raw, dict):
+            return cls()
+        gists, counts = raw.get("gists"), raw.get("counts")
+        gists = gists if isinstance(gists, dict) else {}
+        counts = counts if isinstance(counts, dict) else {}
+        return cls(
+            tuple(raw.get("results") or ()),
+            tuple(raw.get("args") or ()),
+            {str(k): tuple(v) for k, v in gists.items() if isinstance(v, list | tuple)},
+            {str(k): tuple(v) for k, v in counts.items() if isinstance(v, list | tuple)},
+            raw.get("counted_by") if isinstance(raw.get("counted_by"), str) else None,
+            int(raw.get("masked_turns") or 0),
+        )
+
+    def to_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"results": list(self.results), "args": list(self.args)}
+        if self.gists:
+            state["gists"] = {k: list(v) for k, v in self.gists.items()}
+        if self.counts and self.counted_by:
+            state |= {"counts": {k: list(v) for k, v in self.counts.items()}, "counted_by": self.counted_by}
+        return state | {"masked_turns": self.masked_turns} if self.masked_turns else state
+
+
+def placeholder_key(message: BaseMessage, key: tuple[str, ...]) -> str:
+    """How `Boundary.counts` names a placeholder: the cleared result's call id, or `args:` and the clipped call ids."""
+    return str(getattr(message, "tool_call_id", "")) if key[0] == "result" else "args:" + ",".join(key[1:])
+
+
+def boundary_of(index: ThreadIndex, state: Any) -> Boundary:
+    """The thread's boundary, read again only when its private state is another object than on the last call."""
+    raw = state.get(CLIP_STATE_KEY) if isinstance(state, dict) else None
+    memo = index.memo.get("boundary")
+    if memo is not None and memo[0] is raw:
+        boundary: Boundary = memo[1]
+        return boundary
+    boundary = Boundary.from_state(state)
+    index.memo["boundary"] = (raw, boundary)
+    return boundary
+
+
+__all__ = ["CLIP_STATE_KEY", "Boundary", "ClipState", "boundary_of", "placeholder_key"]
