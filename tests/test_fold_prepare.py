@@ -345,3 +345,17 @@ def test_a_draft_serves_the_cut_the_next_step_brings_and_never_a_changed_thread(
     ]
     assert drafts.get(edited, WINDOW) is None  # same ids, other content: stale, never applied
     assert drafts.get(after[:cut], WINDOW * 2) is None  # another window renders the facts otherwise
+
+
+def test_the_fold_is_drafted_only_while_a_preparation_is_kept_and_the_fold_is_two_calls_away() -> None:
+    """Each draft is a pass over the folded turns: made for a fold within two calls of the largest recent growth, not
+    for one many calls away (it would be made again before it), and never without a summary being prepared."""
+    preparer = Preparer(cast(Any, None))
+    key = ("near", "")
+    for used in (6_000, 6_300, 7_100):  # largest growth 800; the fold is at 8,500
+        preparer.due(key, _budget(used))
+    assert preparer.drafting(key, _budget(7_100)) is False  # no preparation kept
+    preparer._prepared[key] = cast(Any, object())
+    assert preparer.drafting(key, _budget(7_100)) is True  # 7,100 + 2 x 800 reaches 8,500
+    preparer.due(key, _budget(6_800))  # clearing brought the call back down: 6,800 + 1,600 falls short
+    assert preparer.drafting(key, _budget(6_800)) is False

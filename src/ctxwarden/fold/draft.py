@@ -4,12 +4,13 @@ With the summary prepared ahead (`ctxwarden.fold.prepare`), what a fold still di
 call that folds was its bookkeeping, and the largest part of it is the facts section: a
 pass over every folded message, tens of milliseconds on a long thread. None of that
 depends on anything but the folded messages, the fold before and the prepared summary,
-so it is drafted in the background while the agent works: on each call past the
-pre-fold point with a preparation kept, for every cut the next call's fold could make.
+so it is drafted in the background while the agent works: on each call with a
+preparation kept from which the fold is near (`Preparer.drafting`), for every cut the next
+call's fold could make.
 Which one is not known yet — the thread grows by one step before the fold, and the cut
 moves forward by however much that step weighs — so every turn boundary from the cut a
 fold would make now to the end of the thread is a candidate (`MAX_DRAFTS` of them at
-most, each drafted once and reused by the calls after it).
+most, each drafted once and reused by the calls after it, whose step moves the cut on).
 
 A draft holds the facts of exactly the messages it covers (gathered and rendered, as
 the fold renders them), the deterministic summary of the turns after the prepared ones,
@@ -42,8 +43,9 @@ from ctxwarden.fold.summarize import Summary, extension
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-MAX_DRAFTS = 6
-"""Cuts drafted per preparation at once: the cut a fold would make now and the boundaries after it, nearest first."""
+MAX_DRAFTS = 12
+"""Cuts drafted per preparation at once. Past it, the nearest half (a small next step) and the farthest half (a large
+one, which leaves little of the tail) are drafted."""
 
 DRAFT_DELAY = 0.05
 """Seconds a drafting thread waits before it starts: the call that starts it has its own work to finish first (both
@@ -143,8 +145,10 @@ class Drafts:
         start = 1 if view and is_summary(view[0]) else 0
         now = choose_cut(view, folder.meter, int(given.window * folder.policy.fold_keep_share))
         first = max(start + self.prepared, now or 0)
-        later = [i for i in range(first, len(view)) if _boundary(view[i])]
-        candidates = [*later[: MAX_DRAFTS - 1], len(view)]  # the last: the new step starts the kept tail
+        # the last candidate: the next step alone is the kept tail
+        candidates = [*(i for i in range(first, len(view)) if _boundary(view[i])), len(view)]
+        if len(candidates) > MAX_DRAFTS:
+            candidates = candidates[: MAX_DRAFTS // 2] + candidates[-(MAX_DRAFTS - MAX_DRAFTS // 2) :]
         by_id = {m.id: m for m in given.thread}
         kept: dict[str | None, Draft] = {}
         for cut in candidates:

@@ -110,10 +110,11 @@ class FoldLayer:
         thread_id, namespace, _run = step_context()
         key = (thread_id, namespace)
         due = self.preparer.due(key, budget)
-        if not due and not self.preparer.kept(key, budget):
+        drafting = self.preparer.drafting(key, budget)
+        if not (due or drafting):
             return None
         given = fold_input(request, budget, self._folds(request.state), None, False)
-        events = self.preparer.ahead(given, start=due)
+        events = self.preparer.ahead(given, start=due, draft=drafting)
         return LayerEdit(request, events=events) if events else None
 
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:

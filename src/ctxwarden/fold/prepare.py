@@ -29,7 +29,7 @@ folds as if it had never started.
 
 What the call that starts a preparation does is only to choose the cut: the summarizer
 prompt (a transcript of every folded message) is built in the background thread that
-asks the summarizer. And on each call past the pre-fold point while a preparation is
+asks the summarizer. And on the calls just before the fold while a preparation is
 kept, the rest of the fold's work — the facts section for each cut the next call could
 make, the turns added after the summary, the summary message — is drafted in the
 background too (`ctxwarden.fold.draft`), so the call that folds checks the draft of the
@@ -49,7 +49,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 
 from ctxwarden.core.io import Call, Steps, arun, run
 from ctxwarden.core.layers import CallBudget, PendingEvent
@@ -76,6 +76,10 @@ LOOKAHEAD_CALLS = 4
 """Past the pre-fold point, a summary is prepared once the recent growth per call, kept up this many calls, would
 reach the fold threshold: enough calls for a summarizer to write while the agent works. (At three, a thread whose
 growth sped up left the summary one call short of written: the fold waited for it.)"""
+
+DRAFT_LOOKAHEAD_CALLS = 2
+"""While a preparation is kept, the fold's work is drafted once the largest recent growth per call, kept up this many
+calls, would reach the fold threshold (the next call's growth is not known: a call can grow more than any before)."""
 
 GROWTH_CALLS = 4
 """Calls whose growth (tokens over the previous call, when it grew) the forecast averages."""
@@ -156,12 +160,19 @@ class Preparer:
         ahead = budget.used + LOOKAHEAD_CALLS * sum(growth) / len(growth)
         return ahead >= budget.policy.fold_threshold(budget.window.tokens)
 
-    def kept(self, key: Key, budget: CallBudget) -> bool:
-        """Whether a preparation is kept for `key` and this call is past the pre-fold point (its drafts are kept
-        current even on a call where the forecast does not call for a preparation)."""
+    def drafting(self, key: Key, budget: CallBudget) -> bool:
+        """Whether the next fold's work should be drafted on this call (after `due`, which recorded its size): a
+        preparation is kept and the fold could come within `DRAFT_LOOKAHEAD_CALLS` calls, each growing by as much as
+        the most any recent call grew (or no growth was seen yet). Drafts for a fold further away would be made again
+        before it, and each costs a pass over the folded turns."""
         threshold = self.threshold(budget)
         with self._lock:
-            return threshold is not None and budget.used > threshold and key in self._prepared
+            if threshold is None or budget.used <= threshold or key not in self._prepared:
+                return False
+            sizes = self._sizes.get(key, [])
+        growth = [later - earlier for earlier, later in itertools.pairwise(sizes) if later > earlier]
+        ahead = budget.used + DRAFT_LOOKAHEAD_CALLS * max(growth, default=budget.used)
+        return ahead >= budget.policy.fold_threshold(budget.window.tokens)
 
     def _remember(self, key: Key, tokens: int) -> list[int]:
         with self._lock:
@@ -178,16 +189,17 @@ class Preparer:
             return self._prepared.get((thread_id, namespace))
 
     # --- ahead of the fold ------------------------------------------------------------
-    def ahead(self, given: FoldInput, *, start: bool = True) -> list[PendingEvent]:
-        """On a call past the pre-fold point: keep a fresh preparation (drafting the fold's work for the next call), or
-        start one when `start` (discarding a stale one)."""
+    def ahead(self, given: FoldInput, *, start: bool = True, draft: bool = True) -> list[PendingEvent]:
+        """On a call past the pre-fold point: keep a fresh preparation (drafting the fold's work for the next call when
+        `draft`), or start one when `start` (discarding a stale one)."""
         key = (given.thread_id, given.namespace)
         events: list[PendingEvent] = []
         with self._lock:
             current = self._prepared.get(key)
         if current is not None:
             if prepared_cut(current, given) is not None:
-                current.drafts.start(self.folder, given, current.future)
+                if draft:
+                    current.drafts.start(self.folder, given, current.future)
                 return events
             events += self._discard(key, current, "the thread changed under it")
         if not start:
@@ -315,11 +327,6 @@ class Preparer:
         return plan, summary, draft.gathered if draft is not None else None
 
 
-def extended(summary: Summary, later: Sequence[BaseMessage]) -> Summary:
-    """`summary` followed by the deterministic summary of `later` (its sections that say something)."""
-    return extended_by(summary, extension(later))
-
-
 def start(given: FoldInput, *, prepared: bool) -> None:
     """Tell a streaming client that a fold begins."""
     number = given.folds.last.number + 1 if given.folds.last else 1
@@ -395,7 +402,6 @@ __all__ = [
     "MAX_PREPARED",
     "Preparation",
     "Preparer",
-    "extended",
     "fingerprint",
     "prepared_cut",
     "previous_fold",
