@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 from pathlib import Path
 from typing import Any, cast
 
@@ -18,13 +19,18 @@ from pydantic import PrivateAttr
 
 from ctxwarden import ContextPolicy, ThreadIsolatedBackend, context_middleware
 from ctxwarden.core.layers import CallBudget
-from ctxwarden.core.meter import Measurement
+from ctxwarden.core.meter import Measurement, TokenMeter
 from ctxwarden.core.stream import STREAM_KEY
 from ctxwarden.core.window import Window
 from ctxwarden.fold import SECTIONS, Folds
+from ctxwarden.fold import engine as fold_engine
+from ctxwarden.fold.cut import choose_cut
+from ctxwarden.fold.draft import Drafts
+from ctxwarden.fold.engine import Folder, FoldInput
 from ctxwarden.fold.facts import Facts, gather
 from ctxwarden.fold.layer import FoldLayer
 from ctxwarden.fold.prepare import EXTENSION_HEADING, Preparer
+from ctxwarden.fold.summarize import Summary, extension
 from ctxwarden.replay import ScriptedChatModel, scripted_model
 from ctxwarden.stack.middleware import ContextWindowMiddleware
 from ctxwarden.thread import compact
@@ -46,10 +52,11 @@ def _fresh() -> None:
 def fetch(page: int, config: RunnableConfig) -> str:
     """Fetch a page."""
     thread = config["configurable"]["thread_id"]
-    for preparer in PREPARERS:  # the agent works on while the summary is written: here, until it is
+    for preparer in PREPARERS:  # the agent works on while the summary is written and the fold drafted: here, until done
         preparation = preparer.prepared(thread)
         if preparation is not None:
             concurrent.futures.wait([preparation.future], timeout=10)
+            preparation.drafts.wait(timeout=10)
     return f"page {page}: " + "data " * 20
 
 
@@ -235,7 +242,7 @@ def test_a_summary_is_prepared_when_the_fold_is_near_not_at_the_first_call_past_
     key = ("slow", "")
     sizes = range(6_000, 8_001, 200)  # +200 a call: past the point (7,000) from 7,200; the fold is at 8,500
     due = [preparer.due(key, _budget(used)) for used in sizes]
-    assert due == [False] * 10 + [True]  # 8,000 + 3 x 200 reaches the fold threshold
+    assert due == [False] * 9 + [True, True]  # 7,800 + 4 x 200 reaches the fold threshold
     # a call that grew by a large result brings the forecast forward; a clearing drop does not count as growth
     assert [preparer.due(("jump", ""), _budget(used)) for used in (6_000, 5_000, 7_200, 6_900)] == [
         False,
@@ -253,3 +260,102 @@ def test_a_process_that_never_saw_the_thread_grow_prepares_at_once() -> None:
     off_policy = ContextPolicy(fold_prepare_ahead=0)
     off = CallBudget(Window(10_000, "override", "m"), Measurement(0, 0, 8_000, 1.0), off_policy)
     assert preparer.due(("off", ""), off) is False
+
+
+def _threads_calling(monkeypatch: pytest.MonkeyPatch, name: str) -> list[str]:
+    """The names of the threads that call `ctxwarden.fold.engine.<name>`, in order."""
+    seen: list[str] = []
+    real = getattr(fold_engine, name)
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        seen.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fold_engine, name, recorded)
+    return seen
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+async def test_the_prompt_and_the_facts_are_made_off_the_call(
+    tmp_path: Path, run: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The call that starts a preparation does not build the summarizer prompt, and the call that folds does not
+    gather the facts section: both are made in background threads, and the fold applies the draft of its cut."""
+    prompts = _threads_calling(monkeypatch, "prompt_for")
+    gathers = _threads_calling(monkeypatch, "gather")
+    agent, views, _summarizer = _agent(tmp_path, [*_steps(16), AIMessage("done")], ContextPolicy())
+    config = {"configurable": {"thread_id": "drafted"}}
+    given = {"messages": [HumanMessage("Fix the parser. Never touch tests/legacy.")]}
+    if run == "invoke":
+        agent.invoke(given, config)
+    else:
+        await agent.ainvoke(given, config)
+    (fold_call, *_rest) = _fold_calls(agent, config)
+    fold = next(c for c in _events(tmp_path, "context_compaction") if c["ok"])
+    assert fold["prepared"] is True
+    assert fold["drafted"] is True
+    assert prompts
+    assert set(prompts) == {"ctxwarden-fold-prepare"}
+    assert gathers
+    assert set(gathers) == {"ctxwarden-fold-draft"}
+    # the draft applied is the one of exactly the turns folded: the facts section matches the cut
+    messages = agent.get_state(config).values["messages"]
+    record = Folds.from_state(agent.get_state(config).values).records[0]
+    upto = next(i for i, m in enumerate(messages) if m.id == record.upto)
+    assert record.facts == gather(Facts(), messages[: upto + 1]).to_dict()
+    assert views.views[fold_call][1].id == messages[upto + 1].id
+
+
+def _thread(steps: int) -> list[Any]:
+    messages: list[Any] = [HumanMessage("Fix the parser.", id="u0")]
+    for i in range(steps):
+        call = {"name": "fetch", "args": {"page": i}, "id": f"f{i}"}
+        messages += [
+            AIMessage(THOUGHT, tool_calls=[call], id=f"a{i}"),
+            ToolMessage(f"page {i}: " + "data " * 20, tool_call_id=f"f{i}", id=f"t{i}"),
+        ]
+    return messages
+
+
+def _given(messages: list[Any]) -> FoldInput:
+    return FoldInput(messages, messages, Folds(), WINDOW, 0, 1.0, WINDOW, "t", "")
+
+
+def test_a_draft_serves_the_cut_the_next_step_brings_and_never_a_changed_thread() -> None:
+    folder = Folder(ContextPolicy(), TokenMeter(), None)
+    summary: concurrent.futures.Future[Summary] = concurrent.futures.Future()
+    summary.set_result(Summary("## Session intent\n- parse", "summarizer", False))
+    before, after = _thread(10), _thread(11)  # the next step: one more call and its result
+    drafts = Drafts(prepared=3)
+    assert drafts.start(folder, _given(before), summary) is not None
+    assert drafts.wait(timeout=10)
+    keep = int(WINDOW * ContextPolicy().fold_keep_share)
+    cut = choose_cut(after, folder.meter, keep)
+    earlier = choose_cut(before, folder.meter, keep)
+    assert cut is not None
+    assert earlier is not None
+    assert cut > earlier  # the step moved the cut forward
+    draft = drafts.get(after[:cut], WINDOW)
+    assert draft is not None  # drafted before the step that decided it
+    assert draft.gathered == folder.gathered(after[:cut], _given(after))
+    assert draft.extension == extension(after[3:cut])  # the turns after the three the summary covers
+    edited = [
+        *after[: cut - 1],
+        ToolMessage("page: EDITED", tool_call_id=after[cut - 1].tool_call_id, id=after[cut - 1].id),
+    ]
+    assert drafts.get(edited, WINDOW) is None  # same ids, other content: stale, never applied
+    assert drafts.get(after[:cut], WINDOW * 2) is None  # another window renders the facts otherwise
+
+
+def test_the_fold_is_drafted_only_while_a_preparation_is_kept_and_the_fold_is_two_calls_away() -> None:
+    """Each draft is a pass over the folded turns: made for a fold within two calls of the largest recent growth, not
+    for one many calls away (it would be made again before it), and never without a summary being prepared."""
+    preparer = Preparer(cast(Any, None))
+    key = ("near", "")
+    for used in (6_000, 6_300, 7_100):  # largest growth 800; the fold is at 8,500
+        preparer.due(key, _budget(used))
+    assert preparer.drafting(key, _budget(7_100)) is False  # no preparation kept
+    preparer._prepared[key] = cast(Any, object())
+    assert preparer.drafting(key, _budget(7_100)) is True  # 7,100 + 2 x 800 reaches 8,500
+    preparer.due(key, _budget(6_800))  # clearing brought the call back down: 6,800 + 1,600 falls short
+    assert preparer.drafting(key, _budget(6_800)) is False

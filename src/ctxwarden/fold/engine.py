@@ -2,7 +2,10 @@
 
 Shared by the automatic fold (a layer, on every call past the threshold) and `compact()`
 (on demand). Planning and finishing are pure; only writing the history file and asking
-the summarizer touch the outside, in sync and async twins.
+the summarizer touch the outside, in sync and async twins. The pure parts that cost the
+most — the summarizer prompt and the facts section — are separate steps (`prompt`,
+`gathered`), so a fold prepared ahead has them made in the background
+(`ctxwarden.fold.prepare`, `ctxwarden.fold.draft`) and only checks and applies them.
 
 The summarizer runs inside the agent's model step, so LangGraph's `stream_mode="messages"`
 would hand its tokens to the user as if the agent said them. Like langchain's own
@@ -74,6 +77,14 @@ class FoldPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class Gathered:
+    """The facts of a fold: gathered over every folded message (cumulative), and rendered as the summary's section."""
+
+    facts: Facts
+    quoted: str
+
+
+@dataclass(frozen=True, slots=True)
 class FoldOutcome:
     """The new view, the private state to persist, and what to record."""
 
@@ -103,9 +114,8 @@ class Folder:
         number = (given.folds.last.number + 1) if given.folds.last else 1
         summarizer = self.summarizer if self.summarizer is not None else given.fallback_model
         prompt = None
-        if prompt_wanted and summarizer is not None and summarizer != DETERMINISTIC:
-            previous = given.folds.last.summary if given.folds.last else None
-            prompt = self._bounded_prompt(summarizer, previous, folded, given)
+        if prompt_wanted and asks_model(summarizer):
+            prompt = self._bounded_prompt(summarizer, _previous_summary(given), folded, given)
         return FoldPlan(
             number=number,
             cut=cut,
@@ -116,6 +126,17 @@ class Folder:
             summarizer=summarizer,
             prompt=prompt,
         )
+
+    def prompt(self, plan: FoldPlan, given: FoldInput) -> str:
+        """The summarizer prompt of `plan` (for a plan made with `prompt_wanted=False`, in the background)."""
+        return plan.prompt or self._bounded_prompt(plan.summarizer, _previous_summary(given), plan.folded, given)
+
+    def gathered(self, folded_raw: Sequence[BaseMessage], given: FoldInput) -> Gathered:
+        """The facts of a fold of `folded_raw` after `given.folds`: the previous facts extended, and rendered."""
+        previous = Facts.from_dict(given.folds.last.facts if given.folds.last else None)
+        facts = gather(previous, folded_raw)
+        cap = int(given.window * self.policy.fold_facts_share * CHARS_PER_TOKEN)
+        return Gathered(facts, render(facts, max_chars=cap))
 
     def fold(self, given: FoldInput) -> FoldOutcome | None:
         return run(self.folding(given))
@@ -134,19 +155,27 @@ class Folder:
         summary = yield from self._summarizing(plan, given)
         return self._finish(plan, given, summary, error)
 
-    def apply(self, plan: FoldPlan, given: FoldInput, summary: Summary) -> FoldOutcome:
-        """Finish the fold `plan` with a summary made beforehand: write the history, build the view."""
-        return run(self.applying(plan, given, summary))
+    def apply(
+        self, plan: FoldPlan, given: FoldInput, summary: Summary, gathered: Gathered | None = None
+    ) -> FoldOutcome:
+        """Finish the fold `plan` with a summary (and facts, if given) made beforehand: write the history, build the
+        view."""
+        return run(self.applying(plan, given, summary, gathered))
 
-    async def aapply(self, plan: FoldPlan, given: FoldInput, summary: Summary) -> FoldOutcome:
-        return await arun(self.applying(plan, given, summary))
+    async def aapply(
+        self, plan: FoldPlan, given: FoldInput, summary: Summary, gathered: Gathered | None = None
+    ) -> FoldOutcome:
+        return await arun(self.applying(plan, given, summary, gathered))
 
-    def applying(self, plan: FoldPlan, given: FoldInput, summary: Summary) -> Steps[FoldOutcome]:
-        """The core of `apply`/`aapply`."""
+    def applying(
+        self, plan: FoldPlan, given: FoldInput, summary: Summary, gathered: Gathered | None = None
+    ) -> Steps[FoldOutcome]:
+        """The core of `apply`/`aapply`. `gathered` must be the facts of exactly `plan.folded_raw` after
+        `given.folds` (see `gathered`); without it they are gathered here."""
         error = yield from appending(self.backend, plan.path, plan.number, plan.section)
         if error is not None and not given.forced:
             return self._write_failed(plan, error)
-        return self._finish(plan, given, summary, error)
+        return self._finish(plan, given, summary, error, gathered)
 
     # --- summaries --------------------------------------------------------------
     def _summarizing(self, plan: FoldPlan, given: FoldInput) -> Steps[Summary]:
@@ -165,8 +194,7 @@ class Folder:
             return self._deterministic(plan, given, fallback=True, error=f"{type(exc).__name__}: {exc}")
 
     def _deterministic(self, plan: FoldPlan, given: FoldInput, *, fallback: bool, error: str | None = None) -> Summary:
-        previous = given.folds.last.summary if given.folds.last else None
-        return Summary(deterministic_summary(previous, plan.folded_raw), DETERMINISTIC, fallback, error)
+        return Summary(deterministic_summary(_previous_summary(given), plan.folded_raw), DETERMINISTIC, fallback, error)
 
     def _bounded_prompt(
         self, summarizer: Any, previous: str | None, folded: list[BaseMessage], given: FoldInput
@@ -187,20 +215,32 @@ class Folder:
             per_message //= 2
 
     # --- outcomes ---------------------------------------------------------------
-    def _finish(self, plan: FoldPlan, given: FoldInput, summary: Summary, write_error: str | None) -> FoldOutcome:
-        previous = Facts.from_dict(given.folds.last.facts if given.folds.last else None)
-        facts = gather(previous, plan.folded_raw)
-        quoted = render(facts, max_chars=int(given.window * self.policy.fold_facts_share * CHARS_PER_TOKEN))
-        provisional = FoldRecord(
+    def summary_of(
+        self, plan: FoldPlan, given: FoldInput, summary: Summary, gathered: Gathered, write_error: str | None = None
+    ) -> FoldRecord:
+        """The fold's record before it is measured (`tokens_after` 0): its summary message is the one the view shows."""
+        return FoldRecord(
             plan.number,
             str(plan.folded[-1].id),
-            f"{quoted}\n\n{strip_facts(summary.text)}",
+            f"{gathered.quoted}\n\n{strip_facts(summary.text)}",
             None if write_error else plan.path,
             given.tokens_before,
             0,
             summary.summarizer,
             summary.fallback,
         )
+
+    def _finish(
+        self,
+        plan: FoldPlan,
+        given: FoldInput,
+        summary: Summary,
+        write_error: str | None,
+        gathered: Gathered | None = None,
+    ) -> FoldOutcome:
+        gathered = gathered if gathered is not None else self.gathered(plan.folded_raw, given)
+        facts = gathered.facts
+        provisional = self.summary_of(plan, given, summary, gathered, write_error)
         view = [summary_message(provisional), *given.view[plan.cut :]]
         after = round((given.fixed_tokens + self.meter.messages_tokens(view)) * given.factor)
         record = FoldRecord(
@@ -251,6 +291,15 @@ class Folder:
         return FoldOutcome([], None, [("context_compaction", payload, None)], None)
 
 
+def asks_model(summarizer: Any) -> bool:
+    """Whether a fold with `summarizer` asks a model (`None` and `"deterministic"` build the summary without one)."""
+    return summarizer is not None and summarizer != DETERMINISTIC
+
+
+def _previous_summary(given: FoldInput) -> str | None:
+    return given.folds.last.summary if given.folds.last else None
+
+
 SUMMARY_CONFIG: dict[str, Any] = {"tags": [TAG_NOSTREAM], "metadata": {"lc_source": "summarization"}}
 """The run config of every summarizer call: kept out of the message stream, marked as a summary."""
 
@@ -276,4 +325,14 @@ def _summarizer_usage(summary: Summary, plan: FoldPlan, meter: TokenMeter) -> Ma
     }
 
 
-__all__ = ["DETERMINISTIC", "SUMMARY_CONFIG", "FoldInput", "FoldOutcome", "FoldPlan", "Folder", "unstreamed"]
+__all__ = [
+    "DETERMINISTIC",
+    "SUMMARY_CONFIG",
+    "FoldInput",
+    "FoldOutcome",
+    "FoldPlan",
+    "Folder",
+    "Gathered",
+    "asks_model",
+    "unstreamed",
+]

@@ -7,7 +7,8 @@ agent asked for it with `compact_conversation`, or when a provider refused the c
 as too long (a forced fold keeps only the last step). After an unproductive fold it
 holds off until the thread has grown (`fold_regrow_share`), unless the call would
 not fit at all. Past the pre-fold point below the threshold, the next fold's summary is
-prepared in the background (`ctxwarden.fold.prepare`), and the fold applies it at once.
+prepared in the background (`ctxwarden.fold.prepare`) and the rest of its work drafted
+(`ctxwarden.fold.draft`), and the fold applies them at once.
 
 Both run on every call, so neither re-reads what did not change: the fold records are
 parsed once per state object, and the folded view finds the fold's last message where
@@ -104,11 +105,16 @@ class FoldLayer:
         return fold_input(request, budget, folds, instructions, bool(budget.force or requested))
 
     def _ahead(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
-        """Not folding on this call: past the pre-fold point, have the next fold's summary prepared."""
+        """Not folding on this call: past the pre-fold point, have the next fold's summary prepared (and, while one
+        is kept, the rest of its work drafted)."""
         thread_id, namespace, _run = step_context()
-        if not self.preparer.due((thread_id, namespace), budget):
+        key = (thread_id, namespace)
+        due = self.preparer.due(key, budget)
+        drafting = self.preparer.drafting(key, budget)
+        if not (due or drafting):
             return None
-        events = self.preparer.ahead(fold_input(request, budget, self._folds(request.state), None, False))
+        given = fold_input(request, budget, self._folds(request.state), None, False)
+        events = self.preparer.ahead(given, start=due, draft=drafting)
         return LayerEdit(request, events=events) if events else None
 
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:

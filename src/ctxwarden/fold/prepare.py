@@ -20,21 +20,27 @@ when all of that is still what the thread holds; otherwise it is discarded (and 
 the next call past the pre-fold point), never applied stale. The thread grows while the
 summary is written, so the fold cuts where a fold made now would, and the turns between
 the prepared part and that cut are added to the summary by the deterministic summarizer
-(the facts section, recomputed, quotes them as it quotes the rest); the next fold's
+(the facts section, for the whole cut, quotes them as it quotes the rest); the next fold's
 summarizer, given this summary, rewrites it whole. A fold asked for with a focus
 summarizes on the spot, with the focus; one asked for without, or forced by an overflow,
 applies a prepared summary too. Nothing is written until the
 fold fires, so a process that dies during a preparation loses nothing: the next process
 folds as if it had never started.
+
+What the call that starts a preparation does is only to choose the cut: the summarizer
+prompt (a transcript of every folded message) is built in the background thread that
+asks the summarizer. And on the calls just before the fold while a preparation is
+kept, the rest of the fold's work — the facts section for each cut the next call could
+make, the turns added after the summary, the summary message — is drafted in the
+background too (`ctxwarden.fold.draft`), so the call that folds checks the draft of the
+cut it makes and applies it: it writes the history file, and little else.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import hashlib
 import itertools
-import json
 import threading
 import time
 from collections import OrderedDict
@@ -43,23 +49,37 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 
-from ctxwarden.core.caches import ObjectCache
 from ctxwarden.core.io import Call, Steps, arun, run
 from ctxwarden.core.layers import CallBudget, PendingEvent
 from ctxwarden.core.stream import emit
 from ctxwarden.fold.cut import choose_cut
-from ctxwarden.fold.engine import DETERMINISTIC, Folder, FoldInput, FoldOutcome, FoldPlan, unstreamed
+from ctxwarden.fold.draft import Drafts, extended_by, fingerprint
+from ctxwarden.fold.engine import (
+    DETERMINISTIC,
+    Folder,
+    FoldInput,
+    FoldOutcome,
+    FoldPlan,
+    Gathered,
+    asks_model,
+    unstreamed,
+)
 from ctxwarden.fold.state import Folds, is_summary
-from ctxwarden.fold.summarize import Summary, deterministic_summary, model_summary
+from ctxwarden.fold.summarize import EXTENSION_HEADING, Summary, deterministic_summary, extension, model_summary
 
 MAX_PREPARED = 256
 """Threads (and subagent namespaces) with a preparation kept at once; the oldest is dropped past it."""
 
-LOOKAHEAD_CALLS = 3
+LOOKAHEAD_CALLS = 4
 """Past the pre-fold point, a summary is prepared once the recent growth per call, kept up this many calls, would
-reach the fold threshold: enough calls for a summarizer to write while the agent works."""
+reach the fold threshold: enough calls for a summarizer to write while the agent works. (At three, a thread whose
+growth sped up left the summary one call short of written: the fold waited for it.)"""
+
+DRAFT_LOOKAHEAD_CALLS = 2
+"""While a preparation is kept, the fold's work is drafted once the largest recent growth per call, kept up this many
+calls, would reach the fold threshold (the next call's growth is not known: a call can grow more than any before)."""
 
 GROWTH_CALLS = 4
 """Calls whose growth (tokens over the previous call, when it grew) the forecast averages."""
@@ -77,34 +97,10 @@ class Preparation:
     """`(id, fingerprint)` of every message it covers, as the thread holds them."""
     summarizer: Any
     future: Future[Summary]
-    prompt_chars: int
     started: float
-
-
-_FINGERPRINTS: ObjectCache[str] = ObjectCache(cap=50_000)
-"""Digests by message object: a thread's messages are checked on every call past the pre-fold point and again when
-the fold fires, and a message object is not edited in place (an edit is a new message)."""
-
-
-def fingerprint(message: BaseMessage) -> str:
-    """A short digest of what a message says (content, tool calls, the call it answers)."""
-    known = _FINGERPRINTS.get(message)
-    if known is not None:
-        return known
-    digest = _digest(message)
-    _FINGERPRINTS.put(message, digest)
-    return digest
-
-
-def _digest(message: BaseMessage) -> str:
-    body = [
-        message.type,
-        message.content,
-        getattr(message, "tool_calls", None),
-        getattr(message, "tool_call_id", None),
-    ]
-    text = json.dumps(body, default=str, sort_keys=True, ensure_ascii=False)
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+    drafts: Drafts
+    prompt_chars: int = 0
+    """Set by the background thread once it has built the prompt."""
 
 
 def previous_fold(folds: Folds) -> tuple[int, str] | None:
@@ -164,6 +160,20 @@ class Preparer:
         ahead = budget.used + LOOKAHEAD_CALLS * sum(growth) / len(growth)
         return ahead >= budget.policy.fold_threshold(budget.window.tokens)
 
+    def drafting(self, key: Key, budget: CallBudget) -> bool:
+        """Whether the next fold's work should be drafted on this call (after `due`, which recorded its size): a
+        preparation is kept and the fold could come within `DRAFT_LOOKAHEAD_CALLS` calls, each growing by as much as
+        the most any recent call grew (or no growth was seen yet). Drafts for a fold further away would be made again
+        before it, and each costs a pass over the folded turns."""
+        threshold = self.threshold(budget)
+        with self._lock:
+            if threshold is None or budget.used <= threshold or key not in self._prepared:
+                return False
+            sizes = self._sizes.get(key, [])
+        growth = [later - earlier for earlier, later in itertools.pairwise(sizes) if later > earlier]
+        ahead = budget.used + DRAFT_LOOKAHEAD_CALLS * max(growth, default=budget.used)
+        return ahead >= budget.policy.fold_threshold(budget.window.tokens)
+
     def _remember(self, key: Key, tokens: int) -> list[int]:
         with self._lock:
             sizes = self._sizes.pop(key, [])
@@ -179,18 +189,27 @@ class Preparer:
             return self._prepared.get((thread_id, namespace))
 
     # --- ahead of the fold ------------------------------------------------------------
-    def ahead(self, given: FoldInput) -> list[PendingEvent]:
-        """On a call past the pre-fold point: keep a fresh preparation, or start one (discarding a stale one)."""
+    def ahead(self, given: FoldInput, *, start: bool = True, draft: bool = True) -> list[PendingEvent]:
+        """On a call past the pre-fold point: keep a fresh preparation (drafting the fold's work for the next call when
+        `draft`), or start one when `start` (discarding a stale one)."""
         key = (given.thread_id, given.namespace)
         events: list[PendingEvent] = []
         with self._lock:
             current = self._prepared.get(key)
         if current is not None:
             if prepared_cut(current, given) is not None:
+                if draft:
+                    current.drafts.start(self.folder, given, current.future)
                 return events
             events += self._discard(key, current, "the thread changed under it")
-        plan = self.folder.plan(given)
-        if plan is None or plan.prompt is None:  # nothing to fold yet, or a deterministic summary (no wait)
+        if not start:
+            return events
+        keep = int(given.window * self.folder.policy.fold_keep_share)
+        cut = choose_cut(given.view, self.folder.meter, keep)
+        if cut is None:  # nothing to fold yet
+            return events
+        plan = self.folder.plan_at(given, cut, prompt_wanted=False)  # the prompt is built in the background
+        if not asks_model(plan.summarizer):  # a deterministic summary: nothing to wait for when the fold fires
             return events
         preparation = self._start(plan, given)
         with self._lock:
@@ -204,10 +223,21 @@ class Preparer:
 
     def _start(self, plan: FoldPlan, given: FoldInput) -> Preparation:
         future: Future[Summary] = Future()
-        model, prompt, policy = unstreamed(plan.summarizer), str(plan.prompt), self.folder.policy
+        folder, policy, model = self.folder, self.folder.policy, unstreamed(plan.summarizer)
+        preparation = Preparation(
+            number=plan.number,
+            previous=previous_fold(given.folds),
+            folded=tuple((m.id, fingerprint(m)) for m in plan.folded_raw),
+            summarizer=plan.summarizer,
+            future=future,
+            started=time.monotonic(),
+            drafts=Drafts(len(plan.folded_raw)),
+        )
 
         def run() -> None:
             try:
+                prompt = folder.prompt(plan, given)  # a transcript of every folded message: built here, not on the call
+                preparation.prompt_chars = len(prompt)
                 summary = model_summary(
                     model, prompt, retries=policy.summarizer_retries, timeout=policy.summarizer_timeout
                 )
@@ -221,15 +251,7 @@ class Preparer:
             target=contextvars.Context().run, args=(run,), name="ctxwarden-fold-prepare", daemon=True
         )
         thread.start()
-        return Preparation(
-            number=plan.number,
-            previous=previous_fold(given.folds),
-            folded=tuple((m.id, fingerprint(m)) for m in plan.folded_raw),
-            summarizer=plan.summarizer,
-            future=future,
-            prompt_chars=len(prompt),
-            started=time.monotonic(),
-        )
+        return preparation
 
     def _discard(self, key: Key, preparation: Preparation, why: str) -> list[PendingEvent]:
         with self._lock:
@@ -275,47 +297,34 @@ class Preparer:
         settled = self._settle(given, preparation, cut, outcome)
         if settled is None:
             return _with(events, (yield from self.folder.folding(given)))
-        plan, summary = settled
+        plan, summary, gathered = settled
         later = len(plan.folded) - len(preparation.folded)
-        return _marked((yield from self.folder.applying(plan, given, summary)), events, wait_ms, later)
+        applied = yield from self.folder.applying(plan, given, summary, gathered)
+        return _marked(applied, events, wait_ms, later, drafted=gathered is not None)
 
     def _settle(
         self, given: FoldInput, preparation: Preparation, cut: int, outcome: Summary | BaseException
-    ) -> tuple[FoldPlan, Summary] | None:
-        """The fold to apply: to the cut a fold would make now, the turns after the prepared ones added (`None`: it
-        would not bring the call under the fold threshold)."""
+    ) -> tuple[FoldPlan, Summary, Gathered | None] | None:
+        """The fold to apply: to the cut a fold would make now, the turns after the prepared ones added, with the
+        facts drafted for exactly that cut if there is such a draft (`None`: it would not bring the call under the fold
+        threshold)."""
         meter, policy = self.folder.meter, self.folder.policy
         now = choose_cut(given.view, meter, 0 if given.forced else int(given.window * policy.fold_keep_share))
         plan = self.folder.plan_at(given, max(cut, now or cut), prompt_wanted=False)
+        draft = preparation.drafts.get(plan.folded_raw, given.window)
         if isinstance(outcome, Summary):
-            summary = extended(outcome, plan.folded_raw[len(preparation.folded) :])
+            tail = draft.extension if draft is not None else extension(plan.folded_raw[len(preparation.folded) :])
+            summary = extended_by(outcome, tail)
         else:  # the summarizer failed: the deterministic summary, as a fold made now would fall back to
             previous = given.folds.last.summary if given.folds.last else None
             error = f"{type(outcome).__name__}: {outcome}"
             summary = Summary(deterministic_summary(previous, plan.folded_raw), DETERMINISTIC, True, error)
-        tail = meter.messages_tokens(given.view[plan.cut :])
+        kept = meter.messages_tokens(given.view[plan.cut :])
         facts = int(given.window * policy.fold_facts_share)  # at its cap: the section is rendered by the fold
-        after = round((given.fixed_tokens + tail + meter.counter(summary.text) + facts) * given.factor)
-        return (plan, summary) if after <= policy.fold_threshold(given.window) else None
-
-
-EXTENSION_HEADING = "## Turns folded after the summary above was written"
-"""Heads what a prepared summary is extended with: the turns the thread gained while it was written."""
-
-
-def extended(summary: Summary, later: Sequence[BaseMessage]) -> Summary:
-    """`summary` followed by the deterministic summary of `later` (its sections that say something)."""
-    if not later:
-        return summary
-    sections: list[list[str]] = []
-    for line in deterministic_summary(None, later).splitlines():
-        if line.startswith("## "):
-            sections.append([f"#{line}"])
-        elif sections:
-            sections[-1].append(line)
-    said = ["\n".join(section) for section in sections if section[1:] != ["- (none recorded)"]]
-    text = "\n\n".join([summary.text, EXTENSION_HEADING, *said])
-    return Summary(text, summary.summarizer, summary.fallback, summary.error, summary.usage)
+        after = round((given.fixed_tokens + kept + meter.counter(summary.text) + facts) * given.factor)
+        if after > policy.fold_threshold(given.window):
+            return None
+        return plan, summary, draft.gathered if draft is not None else None
 
 
 def start(given: FoldInput, *, prepared: bool) -> None:
@@ -355,13 +364,22 @@ def _with(events: Sequence[PendingEvent], outcome: FoldOutcome | None) -> FoldOu
     return FoldOutcome(outcome.view, outcome.state, [*events, *outcome.events], outcome.record)
 
 
-def _marked(outcome: FoldOutcome, events: Sequence[PendingEvent], wait_ms: float, later: int) -> FoldOutcome:
+def _marked(
+    outcome: FoldOutcome, events: Sequence[PendingEvent], wait_ms: float, later: int, *, drafted: bool
+) -> FoldOutcome:
     """`outcome` with its compaction event saying the summary was prepared, how long the fold waited for it (it was
-    still being written), and how many messages the thread gained meanwhile were folded with it."""
+    still being written), how many messages the thread gained meanwhile were folded with it, and whether its facts
+    section was drafted ahead."""
     marked: list[PendingEvent] = list(events)
     for kind, payload, model in outcome.events:
         if kind == "context_compaction" and payload.get("ok"):
-            payload = {**payload, "prepared": True, "prepare_wait_ms": round(wait_ms, 3), "prepared_extended": later}
+            payload = {
+                **payload,
+                "prepared": True,
+                "prepare_wait_ms": round(wait_ms, 3),
+                "prepared_extended": later,
+                "drafted": drafted,
+            }
         marked.append((kind, payload, model))
     return FoldOutcome(outcome.view, outcome.state, marked, outcome.record)
 
@@ -379,4 +397,12 @@ def _usage(preparation: Preparation, summary: Summary, why: str) -> PendingEvent
     return ("model_usage", payload, summary.summarizer)
 
 
-__all__ = ["MAX_PREPARED", "Preparation", "Preparer", "fingerprint", "prepared_cut", "previous_fold"]
+__all__ = [
+    "EXTENSION_HEADING",
+    "MAX_PREPARED",
+    "Preparation",
+    "Preparer",
+    "fingerprint",
+    "prepared_cut",
+    "previous_fold",
+]

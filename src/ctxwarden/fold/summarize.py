@@ -243,6 +243,25 @@ def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage],
     return "\n".join(out)
 
 
+EXTENSION_HEADING = "## Turns folded after the summary above was written"
+"""Heads what a prepared summary is extended with: the turns the thread gained while it was written."""
+
+
+def extension(later: Sequence[BaseMessage]) -> str | None:
+    """What a summary of earlier turns is extended with to cover `later` too: the deterministic summary's sections
+    that say something, one level down, under `EXTENSION_HEADING` (`None` when there is nothing later)."""
+    if not later:
+        return None
+    sections: list[list[str]] = []
+    for line in deterministic_summary(None, later).splitlines():
+        if line.startswith("## "):
+            sections.append([f"#{line}"])
+        elif sections:
+            sections[-1].append(line)
+    said = ["\n".join(section) for section in sections if section[1:] != ["- (none recorded)"]]
+    return "\n\n".join([EXTENSION_HEADING, *said])
+
+
 def _outcome(result: ToolMessage | None) -> str:
     if result is None:
         return "no result"
@@ -280,11 +299,13 @@ def _plain(content: Any) -> str:
 
 
 __all__ = [
+    "EXTENSION_HEADING",
     "PROMPT",
     "SECTIONS",
     "Summary",
     "amodel_summary",
     "deterministic_summary",
+    "extension",
     "model_summary",
     "prompt_for",
     "summarizing",
