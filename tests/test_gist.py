@@ -42,6 +42,24 @@ def test_a_gist_keeps_the_error_line_and_the_path_from_a_5000_line_output() -> N
         assert line in original or (line.startswith("… [") and line.endswith("omitted] …"))
 
 
+def test_a_small_gist_keeps_the_line_that_says_why_the_output_failed() -> None:
+    text = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/testbed/test_debug_l003.py", line 9, in <module>',
+            "    linter = Linter(config_string=cfg)",
+            "TypeError: Linter.__init__() got an unexpected keyword argument 'config_string'",
+            "exit status 1",
+        ]
+    )
+    reason = "TypeError: Linter.__init__() got an unexpected keyword argument 'config_string'"
+    budget = METER.counter(reason) + 2  # room for that line, not for the traceback header beside it
+    excerpt = gist(text, budget, METER.counter)
+    assert reason in excerpt.text.splitlines()
+    assert gist(text, budget, METER.counter) == excerpt  # byte-stable
+    assert gist(text, 0, METER.counter).shown_lines == 0  # no budget, no lines
+
+
 def test_a_gist_is_byte_stable_and_skips_what_the_thread_already_showed() -> None:
     text = _build_log()
     assert gist(text, 300, METER.counter).text == gist(text, 300, METER.counter).text
