@@ -96,8 +96,10 @@ def test_an_older_user_message_is_not_crowded_out_by_the_other_facts() -> None:
     for line in task.splitlines():  # every line of the task, verbatim
         assert line in text.splitlines()
     assert "Tool call error: use the bash tool." in text
-    assert "/tmp/scratch_19.py" in text and f"python repro_4.py\n{ERROR}" in text  # what always stays, stays
-    assert "python repro_0.py" not in text and "detail_0" not in text  # the rest gives way
+    assert "/tmp/scratch_19.py" in text  # what always stays, stays
+    assert f"python repro_4.py\n{ERROR}" in text
+    assert "python repro_0.py" not in text  # the rest gives way
+    assert "detail_0" not in text
     assert render(facts, max_chars=cap) == text  # same facts, same bytes
 
 

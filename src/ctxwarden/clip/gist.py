@@ -134,7 +134,7 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
     covered: set[str] = set()
     chosen: list[int] = []
     left = budget_tokens
-    if 0 <= failure and len(lines[failure]) <= MAX_LINE_CHARS:
+    if failure >= 0 and len(lines[failure]) <= MAX_LINE_CHARS:
         failure_cost = cost.get(failure) or counter(lines[failure]) + 1
         if failure_cost <= left:
             chosen.append(failure)
