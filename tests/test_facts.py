@@ -110,7 +110,7 @@ def test_the_facts_section_survives_two_folds(tmp_path: Path) -> None:
             tool_calls=[{"name": "write_file", "args": {"file_path": "/src/resolver.py", "content": "x"}, "id": "w"}],
         ),
         _call("pytest -q", "t1"),
-        *(_call(f"echo step {i}", f"s{i}") for i in range(30)),
+        *(_call(f"echo step {i}", f"s{i}") for i in range(60)),
         AIMessage("done"),
     ]
 

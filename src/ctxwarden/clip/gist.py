@@ -14,7 +14,7 @@ bounded excerpt of the original instead, chosen line by line for that value:
 - the first and last lines, which say what the output is and how it ended.
 
 Lines are chosen greedily by value per token until the budget is spent, then shown in
-their original order with the omitted spans marked. A line is shown whole or not at all:
+their original order, each run of omitted lines marked by a `…` line. A line is shown whole or not at all:
 a gist never paraphrases, cuts or lists tokens. The choice depends only on the output
 and on what the thread showed before it, both fixed once the output exists, so the same
 message always gets the same bytes and a provider's prompt cache keeps hitting.
@@ -172,19 +172,22 @@ def _spread(lines: Sequence[str], cap: int = 20_000) -> dict[str, int]:
     return spread
 
 
+GAP = "…"
+"""The line that stands for each run of omitted lines: the placeholder above a gist says how many lines it kept of how
+many, so a gap needs no words (a worded marker cost seven tokens, and a gist has one per gap)."""
+
+
 def render(lines: Sequence[str], chosen: Sequence[int]) -> str:
-    """The chosen lines in order, with `… [N lines omitted] …` for each gap."""
+    """The chosen lines in order, with a `GAP` line for each run of lines left out."""
     out: list[str] = []
     previous = -1
     for index in chosen:
         if index != previous + 1:
-            gap = index - previous - 1
-            out.append(f"… [{gap:,} line{'s' if gap != 1 else ''} omitted] …")
+            out.append(GAP)
         out.append(lines[index])
         previous = index
     if chosen and previous < len(lines) - 1:
-        gap = len(lines) - 1 - previous
-        out.append(f"… [{gap:,} line{'s' if gap != 1 else ''} omitted] …")
+        out.append(GAP)
     return "\n".join(out)
 
 
@@ -282,6 +285,7 @@ class TokenLedger:
 __all__ = [
     "ERROR",
     "FAILING_TEST",
+    "GAP",
     "GREP_LINE",
     "MAX_LINE_CHARS",
     "SUMMARY",

@@ -20,8 +20,6 @@ lines are dropped, never shortened), so nothing in it is a paraphrase.
 
 from __future__ import annotations
 
-import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +27,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxwarden.core.text import FAILURE, TOKEN, content_text, error_line, message_text, value_text
+from ctxwarden.core.writes import FILE_WRITERS, written_paths
 
 MAX_LINE_CHARS = 400
 """Longer output lines are not quoted among the lines the agent used."""
@@ -38,58 +37,8 @@ FACTS_HEADING = "## Facts (quoted from the folded turns)"
 
 _SUBSECTIONS = ("User messages", "Files written or edited", "Failing commands", "Lines the agent used")
 
-FILE_WRITERS = frozenset({"write_file", "edit_file"})
-"""Tools whose `file_path` argument names a file they write."""
-
-_REDIRECT = re.compile(r"(?<![<>&\d])(?:\d?>>?|&>)\s*(['\"]?)(?P<path>[^\s'\";|&<>()]+)\1")
-_TEE = re.compile(r"\btee\s+(?:-a\s+)?(['\"]?)(?P<path>[^\s'\";|&<>()]+)\1")
-_OPEN_WRITE = re.compile(r"open\(\s*['\"](?P<path>[^'\"]+)['\"]\s*,\s*['\"][wax]")
-_NOT_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "-"})
-
 ERROR = FAILURE
 """A line that says something failed (the one definition in `core.text`, kept here under its old name)."""
-
-
-def written_paths(message: BaseMessage) -> list[str]:
-    """Paths the tool calls of `message` write, in order, without repeats."""
-    found: dict[str, None] = {}
-    for call in getattr(message, "tool_calls", None) or ():
-        args = call.get("args") or {}
-        if call.get("name") in FILE_WRITERS:
-            path = args.get("file_path") or args.get("path")
-            if isinstance(path, str) and path:
-                found.setdefault(path, None)
-            continue
-        for value in args.values():
-            if isinstance(value, str):
-                for line in value.splitlines():
-                    for path in _shell_writes(line):
-                        found.setdefault(path, None)
-    return list(found)
-
-
-def _shell_writes(line: str) -> list[str]:
-    paths = [m.group("path") for m in _REDIRECT.finditer(line)]
-    paths += [m.group("path") for m in _TEE.finditer(line)]
-    paths += [m.group("path") for m in _OPEN_WRITE.finditer(line)]
-    if "sed" in line and " -i" in line:
-        paths += _sed_in_place(line)
-    return [p for p in paths if p not in _NOT_FILES and not p.startswith(("&", "$", "-")) and ("/" in p or "." in p)]
-
-
-def _sed_in_place(line: str) -> list[str]:
-    for command in re.split(r"&&|\|\||;|\|", line):
-        try:
-            words = shlex.split(command)
-        except ValueError:
-            continue
-        if not words or words[0] != "sed" or not any(w.startswith("-i") for w in words[1:]):
-            continue
-        operands = [w for w in words[1:] if not w.startswith("-")]
-        has_script_flag = any(w in {"-e", "--expression"} or w.startswith("-e") for w in words[1:])
-        files = operands if has_script_flag else operands[1:]
-        return [f for f in files if not f.startswith(("s/", "/"))] or files[-1:]
-    return []
 
 
 FACTS_END = "(end of the quoted facts)"
