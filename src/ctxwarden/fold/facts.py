@@ -8,7 +8,7 @@ deterministically, whatever the summarizer model says:
 - the user's messages, verbatim (the latest always; older ones, newest first, while they fit
   the cap on their own, ahead of every other fact);
 - every file written or edited (by the file tools, or by a shell command: a redirection,
-  `tee`, `sed -i`, a script's `open(..., "w")`), each with the verbatim line that wrote it;
+  `tee`, `sed -i`, a script's `open(..., "w")`), by its path;
 - each failing command with its error line, verbatim, and whether a later run of the same
   command passed;
 - the output lines that first showed the identifiers the agent went on to use.
