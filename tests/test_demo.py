@@ -103,7 +103,7 @@ def test_demo_reports_a_bad_trajectory_file(tmp_path: Path) -> None:
     assert "bad.json: message 0 is not an object (found int)" in done.stderr
 
 
-WORDS = {"one": 1, "once": 1, "two": 2, "twice": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+WORDS = {"no": 0, "one": 1, "once": 1, "two": 2, "twice": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
 
 
 def _number(word: str) -> int:

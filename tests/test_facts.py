@@ -76,11 +76,31 @@ def test_facts_are_capped_by_worth_and_keep_the_latest_user_message() -> None:
     assert "/src/a.py" in text  # paths are small and always kept
     assert "/src/b.py" in text
     assert ERROR in text  # the latest failure too
-    assert "old request" not in text  # older user messages go before files
+    assert "old request" not in text  # an older user message longer than the cap goes
     assert "line 0 with detail_0" not in text  # the lines the agent used go first, oldest first
     roomy = render(facts, max_chars=100_000)
     assert "line 0 with detail_0" in roomy
     assert "old request" in roomy
+
+
+def test_an_older_user_message_is_not_crowded_out_by_the_other_facts() -> None:
+    task = "\n".join(f"Requirement {i}: the resolver must handle case_{i} without a crash." for i in range(6))
+    facts = Facts(
+        users=[task, "Tool call error: use the bash tool."],
+        files=[f"/tmp/scratch_{i}.py" for i in range(20)],
+        failures=[f"python repro_{i}.py\n{ERROR}" for i in range(5)],
+        used=[f"line {i} with detail_{i}" for i in range(50)],
+    )
+    cap = len(task) + 20  # the task fits the cap on its own, not with the files and failures beside it
+    text = render(facts, max_chars=cap)
+    for line in task.splitlines():  # every line of the task, verbatim
+        assert line in text.splitlines()
+    assert "Tool call error: use the bash tool." in text
+    assert "/tmp/scratch_19.py" in text  # what always stays, stays
+    assert f"python repro_4.py\n{ERROR}" in text
+    assert "python repro_0.py" not in text  # the rest gives way
+    assert "detail_0" not in text
+    assert render(facts, max_chars=cap) == text  # same facts, same bytes
 
 
 def test_the_facts_section_survives_two_folds(tmp_path: Path) -> None:
@@ -90,7 +110,7 @@ def test_the_facts_section_survives_two_folds(tmp_path: Path) -> None:
             tool_calls=[{"name": "write_file", "args": {"file_path": "/src/resolver.py", "content": "x"}, "id": "w"}],
         ),
         _call("pytest -q", "t1"),
-        *(_call(f"echo step {i}", f"s{i}") for i in range(30)),
+        *(_call(f"echo step {i}", f"s{i}") for i in range(60)),
         AIMessage("done"),
     ]
 

@@ -11,7 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden import ContextPolicy, TokenMeter, context_middleware
 from ctxwarden.clip.clear import NO_MASK, Boundary, ClearLayer
-from ctxwarden.clip.gist import TokenLedger, gist
+from ctxwarden.clip.gist import GAP, TokenLedger, gist
 from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.clip.preview import preview
@@ -39,7 +39,25 @@ def test_a_gist_keeps_the_error_line_and_the_path_from_a_5000_line_output() -> N
     assert sum(METER.counter(line) for line in kept) < 400  # bounded by the budget (markers aside)
     original = set(text.splitlines())
     for line in kept:  # every line is a whole line of the original, or an omission marker
-        assert line in original or (line.startswith("… [") and line.endswith("omitted] …"))
+        assert line in original or line == GAP
+
+
+def test_a_small_gist_keeps_the_line_that_says_why_the_output_failed() -> None:
+    text = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/testbed/test_debug_l003.py", line 9, in <module>',
+            "    linter = Linter(config_string=cfg)",
+            "TypeError: Linter.__init__() got an unexpected keyword argument 'config_string'",
+            "exit status 1",
+        ]
+    )
+    reason = "TypeError: Linter.__init__() got an unexpected keyword argument 'config_string'"
+    budget = METER.counter(reason) + 2  # room for that line, not for the traceback header beside it
+    excerpt = gist(text, budget, METER.counter)
+    assert reason in excerpt.text.splitlines()
+    assert gist(text, budget, METER.counter) == excerpt  # byte-stable
+    assert gist(text, 0, METER.counter).shown_lines == 0  # no budget, no lines
 
 
 def test_a_gist_is_byte_stable_and_skips_what_the_thread_already_showed() -> None:
@@ -163,12 +181,41 @@ def test_clearing_takes_a_result_whose_details_are_shown_again_before_an_older_o
 
 
 def test_a_clipped_argument_keeps_its_first_line_and_the_recall_pointer() -> None:
-    script = "cat <<'EOF' > /testbed/reproduce_issue.py\n" + "print('checking')\n" * 60 + "EOF"
+    script = "cat <<'EOF' > /testbed/reproduce_issue.py\n" + "print('ok')\n" * 60 + "EOF"
     call = AIMessage("", tool_calls=[{"name": "bash", "args": {"command": script}, "id": "w1"}])
     clipped = args_placeholder(call, {"w1"}).tool_calls[0]["args"]["command"]
     assert clipped.splitlines()[1] == "cat <<'EOF' > /testbed/reproduce_issue.py"  # the path it wrote stays in view
     assert 'recall(call_id="w1", part="args")' in clipped
-    assert "print('checking')" not in clipped
+    assert "print('ok')" not in clipped  # a line without a distinctive name is not worth its tokens
+
+
+def test_a_clipped_script_keeps_the_line_that_writes_a_file_byte_stable() -> None:
+    body = [f"    value_{i} = {i} + {i}" for i in range(80)]
+    body[37] = "    config = FluffConfig(overrides={'dialect': 'ansi'}, templater_obj=JinjaTemplater())"
+    script = "\n".join(
+        [
+            "cd /testbed && cat > /tmp/fix_refs.py << 'EOF'",
+            "import re",
+            "def main():",
+            *body,
+            "    with open('/testbed/src/sqlfluff/core/linter.py', 'w') as f:",
+            "        f.write(content)",
+            "EOF",
+            "python /tmp/fix_refs.py",
+        ]
+    )
+    call = AIMessage("", tool_calls=[{"name": "bash", "args": {"command": script}, "id": "w2"}])
+    clipped = args_placeholder(call, {"w2"}).tool_calls[0]["args"]["command"]
+    kept = clipped.splitlines()
+    assert kept[0].startswith("[clipped ")
+    assert 'recall(call_id="w2", part="args")' in kept[0]
+    assert "cd /testbed && cat > /tmp/fix_refs.py << 'EOF'" in kept
+    assert "    with open('/testbed/src/sqlfluff/core/linter.py', 'w') as f:" in kept  # the file it writes
+    assert body[37] not in kept  # the rest of the script is recalled by id, not kept
+    original = set(script.splitlines())
+    assert all(line in original or line == GAP for line in kept[1:])  # whole verbatim lines and gap marks only
+    assert len(clipped) < len(script) / 2
+    assert args_placeholder(call, {"w2"}).tool_calls[0]["args"]["command"] == clipped  # byte-stable
 
 
 def _clear_layer(middleware: list[Any]) -> ClearLayer:

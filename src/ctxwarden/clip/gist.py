@@ -8,11 +8,13 @@ bounded excerpt of the original instead, chosen line by line for that value:
 - lines carrying distinctive tokens (identifiers of 6+ characters, numbers of 3+ digits,
   paths) that the thread had not shown before this output — each token counts once, for
   the first line chosen that carries it, so the gist covers many details, not one repeated;
-- error, traceback and failing-test lines, test-run summaries and grep hits;
+- error, traceback and failing-test lines, test-run summaries and grep hits — and, first of all,
+  the line that says why the output failed (its last failure line, the one a fold's facts quote
+  for a failing command), so a cleared failure still shows its reason;
 - the first and last lines, which say what the output is and how it ended.
 
 Lines are chosen greedily by value per token until the budget is spent, then shown in
-their original order with the omitted spans marked. A line is shown whole or not at all:
+their original order, each run of omitted lines marked by a `…` line. A line is shown whole or not at all:
 a gist never paraphrases, cuts or lists tokens. The choice depends only on the output
 and on what the thread showed before it, both fixed once the output exists, so the same
 message always gets the same bytes and a provider's prompt cache keeps hitting.
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage
 
-from ctxwarden.core.text import TOKEN, message_text
+from ctxwarden.core.text import FAILURE, TOKEN, message_text
 
 SUMMARY = re.compile(
     r"(=+ .*\b\d+ (passed|failed|errors?|skipped|xfailed|xpassed|warnings?)\b.*=+$)"
@@ -97,8 +99,11 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
     weight_cache: dict[str, float] = {}
     spread = _spread(lines)
     last = len(lines) - 1
+    failure = -1  # the last line that says the output failed: chosen before anything else
     for index, line in enumerate(lines):
         stripped = line.strip()
+        if stripped and FAILURE.search(line):
+            failure = index
         if not stripped or len(line) > MAX_LINE_CHARS:
             continue
         found = []
@@ -129,8 +134,16 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
     covered: set[str] = set()
     chosen: list[int] = []
     left = budget_tokens
+    if failure >= 0 and len(lines[failure]) <= MAX_LINE_CHARS:
+        failure_cost = cost.get(failure) or counter(lines[failure]) + 1
+        if failure_cost <= left:
+            chosen.append(failure)
+            left -= failure_cost
+            covered.update(token for token, _weight in tokens_of.get(failure, ()))
     while candidates and left > 0:
         _stale, index = heapq.heappop(candidates)
+        if index == failure and failure in chosen:
+            continue
         fresh = _value(tokens_of[index], bonus[index], covered) / cost[index]
         if fresh <= 0:
             continue
@@ -159,19 +172,22 @@ def _spread(lines: Sequence[str], cap: int = 20_000) -> dict[str, int]:
     return spread
 
 
+GAP = "…"
+"""The line that stands for each run of omitted lines: the placeholder above a gist says how many lines it kept of how
+many, so a gap needs no words (a worded marker cost seven tokens, and a gist has one per gap)."""
+
+
 def render(lines: Sequence[str], chosen: Sequence[int]) -> str:
-    """The chosen lines in order, with `… [N lines omitted] …` for each gap."""
+    """The chosen lines in order, with a `GAP` line for each run of lines left out."""
     out: list[str] = []
     previous = -1
     for index in chosen:
         if index != previous + 1:
-            gap = index - previous - 1
-            out.append(f"… [{gap:,} line{'s' if gap != 1 else ''} omitted] …")
+            out.append(GAP)
         out.append(lines[index])
         previous = index
     if chosen and previous < len(lines) - 1:
-        gap = len(lines) - 1 - previous
-        out.append(f"… [{gap:,} line{'s' if gap != 1 else ''} omitted] …")
+        out.append(GAP)
     return "\n".join(out)
 
 
@@ -269,6 +285,7 @@ class TokenLedger:
 __all__ = [
     "ERROR",
     "FAILING_TEST",
+    "GAP",
     "GREP_LINE",
     "MAX_LINE_CHARS",
     "SUMMARY",

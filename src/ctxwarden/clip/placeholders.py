@@ -2,8 +2,12 @@
 
 Each names what was removed, its size, and how to get it back — `recall(call_id=...)`,
 and the file for an evicted result — so nothing leaves the model's view without a way
-back. They are built from the message alone, so the same message always gets the same
-bytes: consecutive calls share their prefix and a provider's prompt cache keeps hitting.
+back. A cleared result keeps its gist; a clipped argument (a script, a file body the agent
+wrote) keeps its first line and the lines that write a file, whole and verbatim, so the paths
+it wrote stay in view as long as the call does. (Keeping more of a script's lines, chosen as
+a gist's are, was measured on recorded sessions: the larger view folded sooner and kept less.)
+They are built from the message alone, so the same message always gets the same bytes:
+consecutive calls share their prefix and a provider's prompt cache keeps hitting.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from ctxwarden.clip.gist import Gist
+from ctxwarden.clip.gist import MAX_LINE_CHARS, Gist, render
 from ctxwarden.core.stamp import METADATA_KEY
+from ctxwarden.core.writes import shell_writes
 
 RECALL_REFERENCE = re.compile(r'recall\(call_id="(?P<id>[^"]+)"(?:, part="(?P<part>args|result)")?\)')
 """Finds the recall calls a placeholder or preview offers."""
@@ -35,8 +40,8 @@ def result_placeholder(message: ToolMessage, tokens: int, excerpt: Gist | None =
     recall = f'recall(call_id="{message.tool_call_id}")'
     if excerpt is not None and excerpt.shown_lines:
         text = (
-            f"[cleared {tool} result, {tokens:,} tokens; {excerpt.shown_lines:,} of its {excerpt.total_lines:,} lines "
-            f"kept below, verbatim; {recall} returns all of it{where}]\n{excerpt.text}"
+            f"[cleared {tool} result, {tokens:,} tokens, {excerpt.shown_lines:,} of {excerpt.total_lines:,} lines "
+            f"kept: {recall} returns all{where}]\n{excerpt.text}"
         )
     else:
         text = f"[cleared {tool} result, {tokens:,} tokens: {recall}{where}]"
@@ -84,10 +89,12 @@ def _clip_args(call_id: str, args: dict[str, Any]) -> dict[str, Any]:
     for key, value in args.items():
         size = len(json.dumps(value, ensure_ascii=False, default=str))
         if size >= ARG_VALUE_MIN_CHARS:
-            head = _first_line(value)
+            lines = value.splitlines() if isinstance(value, str) else []
+            chosen = args_lines(lines)
             clipped[key] = (
-                f"[clipped {size:,} chars: {note}; its first line:]\n{head}"
-                if head
+                f"[clipped {size:,} chars, {len(chosen):,} of {len(lines):,} lines kept: {note}]\n"
+                f"{render(lines, chosen)}"
+                if chosen
                 else f"[clipped {size:,} chars: {note}]"
             )
         else:
@@ -98,16 +105,19 @@ def _clip_args(call_id: str, args: dict[str, Any]) -> dict[str, Any]:
     return clipped
 
 
-def _first_line(value: Any) -> str | None:
-    """The first line of a long text argument, whole, when it is short: a command's head names what it writes."""
-    if not isinstance(value, str):
-        return None
-    head = value[:4096]  # a large argument is not split whole for its first line
-    lines = head.splitlines() if len(head) == len(value) else head.splitlines()[:-1]
-    line = next((line for line in lines if line.strip()), None)
-    if line is None and len(head) < len(value):
-        line = next((line for line in value.splitlines() if line.strip()), "")
-    return line if line and len(line) <= FIRST_LINE_MAX_CHARS else None
+def args_lines(lines: list[str]) -> list[int]:
+    """Indexes of the lines a clipped text argument keeps, in order: its first line when short (a command's head
+    names what it runs or writes), and every line that writes a file, each whole."""
+    keep: list[int] = []
+    first = next((index for index, line in enumerate(lines) if line.strip()), None)
+    if first is not None and len(lines[first]) <= FIRST_LINE_MAX_CHARS:
+        keep.append(first)
+    keep += [
+        index
+        for index, line in enumerate(lines)
+        if index != first and len(line) <= MAX_LINE_CHARS and shell_writes(line)
+    ]
+    return sorted(keep)
 
 
 def is_cleared(message: Any) -> bool:
@@ -115,4 +125,11 @@ def is_cleared(message: Any) -> bool:
     return isinstance(record, dict) and bool(record.get("cleared"))
 
 
-__all__ = ["ARG_VALUE_MIN_CHARS", "RECALL_REFERENCE", "args_placeholder", "is_cleared", "result_placeholder"]
+__all__ = [
+    "ARG_VALUE_MIN_CHARS",
+    "RECALL_REFERENCE",
+    "args_lines",
+    "args_placeholder",
+    "is_cleared",
+    "result_placeholder",
+]

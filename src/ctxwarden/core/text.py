@@ -16,6 +16,15 @@ from langchain_core.messages import BaseMessage
 TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{5,}|\b\d{3,}\b|[\w.-]+/[\w./-]+")
 """Distinctive tokens — identifiers of 6+ characters, numbers of 3+ digits, paths — the details an agent reuses."""
 
+FAILURE = re.compile(
+    r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?$"
+    r"|^E\s{2,}\S"
+    r"|\b(?:error|fatal)(?:\[\w+\])?:"
+    r"|^FAILED\b|^FAIL:|^ERROR:?\s"
+    r"|: command not found$|: No such file or directory$",
+)
+"""A line that says something failed: an exception line, pytest's `E`, a compiler's `error:`, a failed test."""
+
 
 def content_text(content: str | list[Any]) -> str:
     """Text of a message's content; text blocks are joined with newlines, other blocks left out."""
@@ -58,6 +67,19 @@ def decode(data: bytes) -> str:
     return data.decode("utf-8", "surrogatepass")
 
 
+def error_line(text: str) -> str | None:
+    """The line that best says why an output failed (the last failure line), stripped; `None` if it did not.
+
+    One definition for every layer: a fold's facts quote this line for a failing command, and a
+    cleared result's gist keeps it, so the line that says why a command failed stays in view.
+    """
+    found = None
+    for line in text.splitlines():
+        if FAILURE.search(line):
+            found = line
+    return found.strip() if found is not None and found.strip() else None
+
+
 def one_line(text: str, limit: int) -> str:
     """`text` on one line (white space folded), cut to `limit` characters with a closing `…`."""
     text = " ".join(text.split())
@@ -73,11 +95,13 @@ def cut_middle(text: str, max_chars: int) -> str:
 
 
 __all__ = [
+    "FAILURE",
     "TOKEN",
     "content_text",
     "cut_middle",
     "decode",
     "encode",
+    "error_line",
     "message_text",
     "one_line",
     "text_of",

@@ -5,9 +5,10 @@ back for: the path it wrote, the error line it was fixing, the words the user us
 So every summary opens with a section built from the folded messages themselves,
 deterministically, whatever the summarizer model says:
 
-- the user's messages, verbatim (the latest always; older ones while the cap allows);
+- the user's messages, verbatim (the latest always; older ones, newest first, while they fit
+  the cap on their own, ahead of every other fact);
 - every file written or edited (by the file tools, or by a shell command: a redirection,
-  `tee`, `sed -i`, a script's `open(..., "w")`), each with the verbatim line that wrote it;
+  `tee`, `sed -i`, a script's `open(..., "w")`), by its path;
 - each failing command with its error line, verbatim, and whether a later run of the same
   command passed;
 - the output lines that first showed the identifiers the agent went on to use.
@@ -19,15 +20,14 @@ lines are dropped, never shortened), so nothing in it is a paraphrase.
 
 from __future__ import annotations
 
-import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxwarden.core.text import TOKEN, content_text, message_text, value_text
+from ctxwarden.core.text import FAILURE, TOKEN, content_text, error_line, message_text, value_text
+from ctxwarden.core.writes import FILE_WRITERS, written_paths
 
 MAX_LINE_CHARS = 400
 """Longer output lines are not quoted among the lines the agent used."""
@@ -37,75 +37,8 @@ FACTS_HEADING = "## Facts (quoted from the folded turns)"
 
 _SUBSECTIONS = ("User messages", "Files written or edited", "Failing commands", "Lines the agent used")
 
-FILE_WRITERS = frozenset({"write_file", "edit_file"})
-"""Tools whose `file_path` argument names a file they write."""
-
-_REDIRECT = re.compile(r"(?<![<>&\d])(?:\d?>>?|&>)\s*(['\"]?)(?P<path>[^\s'\";|&<>()]+)\1")
-_TEE = re.compile(r"\btee\s+(?:-a\s+)?(['\"]?)(?P<path>[^\s'\";|&<>()]+)\1")
-_OPEN_WRITE = re.compile(r"open\(\s*['\"](?P<path>[^'\"]+)['\"]\s*,\s*['\"][wax]")
-_NOT_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "-"})
-
-ERROR = re.compile(
-    r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?$"
-    r"|^E\s{2,}\S"
-    r"|\b(?:error|fatal)(?:\[\w+\])?:"
-    r"|^FAILED\b|^FAIL:|^ERROR:?\s"
-    r"|: command not found$|: No such file or directory$",
-)
-"""A line that says something failed: an exception line, pytest's `E`, a compiler's `error:`, a failed test."""
-
-TRACEBACK = "Traceback (most recent call last):"
-
-
-def written_paths(message: BaseMessage) -> list[str]:
-    """Paths the tool calls of `message` write, in order, without repeats."""
-    found: dict[str, None] = {}
-    for call in getattr(message, "tool_calls", None) or ():
-        args = call.get("args") or {}
-        if call.get("name") in FILE_WRITERS:
-            path = args.get("file_path") or args.get("path")
-            if isinstance(path, str) and path:
-                found.setdefault(path, None)
-            continue
-        for value in args.values():
-            if isinstance(value, str):
-                for line in value.splitlines():
-                    for path in _shell_writes(line):
-                        found.setdefault(path, None)
-    return list(found)
-
-
-def _shell_writes(line: str) -> list[str]:
-    paths = [m.group("path") for m in _REDIRECT.finditer(line)]
-    paths += [m.group("path") for m in _TEE.finditer(line)]
-    paths += [m.group("path") for m in _OPEN_WRITE.finditer(line)]
-    if "sed" in line and " -i" in line:
-        paths += _sed_in_place(line)
-    return [p for p in paths if p not in _NOT_FILES and not p.startswith(("&", "$", "-")) and ("/" in p or "." in p)]
-
-
-def _sed_in_place(line: str) -> list[str]:
-    for command in re.split(r"&&|\|\||;|\|", line):
-        try:
-            words = shlex.split(command)
-        except ValueError:
-            continue
-        if not words or words[0] != "sed" or not any(w.startswith("-i") for w in words[1:]):
-            continue
-        operands = [w for w in words[1:] if not w.startswith("-")]
-        has_script_flag = any(w in {"-e", "--expression"} or w.startswith("-e") for w in words[1:])
-        files = operands if has_script_flag else operands[1:]
-        return [f for f in files if not f.startswith(("s/", "/"))] or files[-1:]
-    return []
-
-
-def error_line(text: str) -> str | None:
-    """The line that best says why an output failed (the last error line), stripped; `None` if it did not."""
-    found = None
-    for line in text.splitlines():
-        if ERROR.search(line):
-            found = line
-    return found.strip() if found is not None and found.strip() else None
+ERROR = FAILURE
+"""A line that says something failed (the one definition in `core.text`, kept here under its old name)."""
 
 
 FACTS_END = "(end of the quoted facts)"
@@ -205,12 +138,18 @@ def _add(items: list[str], seen: set[str], item: str) -> None:
 
 
 def render(facts: Facts, max_chars: int) -> str:
-    """The section within `max_chars`: past it the lines the agent used go first, then older failures, then older
-    user messages, each oldest first. The latest user message, the paths written and the latest failure always stay:
-    they are what a fold must never lose, and paths are small."""
+    """The section within about `max_chars`.
+
+    What the user wrote comes first: the latest message always, and older ones, newest first,
+    while they fit in `max_chars` on their own (a long task statement is not crowded out by the
+    paths and errors that followed it). The paths written and the latest failure always stay
+    too: they are what a fold must never lose, and paths are small. Older failures and the lines
+    the agent used fill what is left of `max_chars`, the lines first to go, each kind oldest first.
+    """
     users, files, failures, used = (list(kind) for kind in facts.kinds())
+    users = _newest_within(users, max_chars)
     size = sum(len(item) + 1 for kind in (users, files, failures, used) for item in kind)
-    for kind, keep in ((used, 0), (failures, 1), (users, 1)):
+    for kind, keep in ((used, 0), (failures, 1)):
         dropped = 0
         while size > max_chars and len(kind) - dropped > keep:
             size -= len(kind[dropped]) + 1
@@ -223,6 +162,18 @@ def render(facts: Facts, max_chars: int) -> str:
             out.extend(items)
     out.append(FACTS_END)
     return "\n".join(out)
+
+
+def _newest_within(users: list[str], max_chars: int) -> list[str]:
+    """The latest of `users`, and the older ones, newest first, while together they fit `max_chars`; in order."""
+    if not users:
+        return users
+    size = 0
+    start = len(users) - 1
+    while start > 0 and size + len(users[start - 1]) + 1 <= max_chars:
+        start -= 1
+        size += len(users[start]) + 1
+    return users[start:]
 
 
 def strip_facts(summary: str) -> str:
