@@ -22,6 +22,7 @@ loads the thread reads the counts instead of tokenizing the history again.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -108,24 +109,15 @@ class ContextWindowMiddleware(AgentMiddleware):
     def _shape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
         request = self._picked(request)
         shaped = _Shaped(request, self.budget(request, force=force))
-        measure = self._remeasure(shaped, force)
+        measure = functools.partial(self.budget, force=force)
         for layer in (*self.layers, self.note):
             shaped.take(layer, layer.shape(shaped.request, shaped.budget), measure)
         return shaped
 
-    def _remeasure(self, shaped: _Shaped, force: bool) -> Callable[[ModelRequest[Any]], CallBudget]:
-        """How a layer's edit is measured again: against the window already resolved while the model is the same."""
-
-        def measure(edited: ModelRequest[Any]) -> CallBudget:
-            same = edited.model is shaped.request.model
-            return self.budget(edited, force=force, like=shaped.budget if same else None)
-
-        return measure
-
     async def _ashape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
         request = self._picked(request)
         shaped = _Shaped(request, self.budget(request, force=force))
-        measure = self._remeasure(shaped, force)
+        measure = functools.partial(self.budget, force=force)
         for layer in (*self.layers, self.note):
             shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), measure)
         return shaped
@@ -308,11 +300,13 @@ class _Shaped:
         self.events: list[PendingEvent] = []
         self.stamp: dict[str, Any] = {}
 
-    def take(self, layer: ContextLayer, edit: LayerEdit | None, measure: Callable[[Any], CallBudget]) -> None:
+    def take(self, layer: ContextLayer, edit: LayerEdit | None, measure: Callable[..., CallBudget]) -> None:
+        """Apply a layer's edit; an edited request is measured again (on the window already resolved, same model)."""
         if edit is None:
             return
         if edit.request is not self.request:
-            self.request, self.budget = edit.request, measure(edit.request)
+            like = self.budget if edit.request.model is self.request.model else None
+            self.request, self.budget = edit.request, measure(edit.request, like=like)
             self.applied.append(layer.name)
         self.state.update(edit.state or {})
         self.events.extend(edit.events)
