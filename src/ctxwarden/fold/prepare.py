@@ -9,7 +9,7 @@ the facts section for the cut it applies (`Folder.apply`), and builds the view â
 summarizer call on the critical path.
 
 Past that point a summary is asked for only when the fold looks near: when the call's
-recent growth, kept up for `LOOKAHEAD_CALLS` more calls, would reach `summarize_at`
+recent growth, kept up for `LOOKAHEAD_CALLS` more calls (`ctxwarden.fold.forecast`), would reach `summarize_at`
 (a process with no growth seen yet prepares at once). A summary prepared for a session
 that ends, or a batch of clearing that brings the call back down, is paid for and never
 used, so preparing at the first call past the point would cost more than it saves.
@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import itertools
 import threading
 import time
 from collections import OrderedDict
@@ -66,25 +65,12 @@ from ctxwarden.fold.engine import (
     asks_model,
     unstreamed,
 )
+from ctxwarden.fold.forecast import DRAFT_LOOKAHEAD_CALLS, LOOKAHEAD_CALLS, GrowthForecast, Key, prepare_threshold
 from ctxwarden.fold.state import Folds, is_summary
 from ctxwarden.fold.summarize import EXTENSION_HEADING, Summary, deterministic_summary, extension, model_summary
 
 MAX_PREPARED = 256
 """Threads (and subagent namespaces) with a preparation kept at once; the oldest is dropped past it."""
-
-LOOKAHEAD_CALLS = 4
-"""Past the pre-fold point, a summary is prepared once the recent growth per call, kept up this many calls, would
-reach the fold threshold: enough calls for a summarizer to write while the agent works. (At three, a thread whose
-growth sped up left the summary one call short of written: the fold waited for it.)"""
-
-DRAFT_LOOKAHEAD_CALLS = 2
-"""While a preparation is kept, the fold's work is drafted once the largest recent growth per call, kept up this many
-calls, would reach the fold threshold (the next call's growth is not known: a call can grow more than any before)."""
-
-GROWTH_CALLS = 4
-"""Calls whose growth (tokens over the previous call, when it grew) the forecast averages."""
-
-Key = tuple[str | None, str]
 
 
 @dataclass(slots=True)
@@ -132,56 +118,31 @@ class Preparer:
     def __init__(self, folder: Folder) -> None:
         self.folder = folder
         self._prepared: OrderedDict[Key, Preparation] = OrderedDict()
-        self._sizes: OrderedDict[Key, list[int]] = OrderedDict()
-        """The tokens of each thread's latest calls (the newest last), for the growth forecast."""
+        self.forecast = GrowthForecast()
         self._lock = threading.Lock()
-
-    def threshold(self, budget: CallBudget) -> int | None:
-        """Tokens past which the next fold is prepared on this window (`None`: preparing is off)."""
-        policy = budget.policy
-        if not policy.fold_prepare_ahead:
-            return None
-        return int(budget.window.tokens * (policy.summarize_at - policy.fold_prepare_ahead))
 
     def due(self, key: Key, budget: CallBudget) -> bool:
         """Whether the next fold's summary should be prepared on this call (see the module docstring).
 
         Every call that does not fold reports its size here, so the forecast follows the thread.
         """
-        threshold = self.threshold(budget)
+        threshold = prepare_threshold(budget)
         if threshold is None:
             return False
-        sizes = self._remember(key, budget.used)
-        if budget.used <= threshold:
-            return False
-        growth = [later - earlier for earlier, later in itertools.pairwise(sizes) if later > earlier]
-        if not growth:  # nothing seen grow yet (a new process): prepare now rather than risk a wait
-            return True
-        ahead = budget.used + LOOKAHEAD_CALLS * sum(growth) / len(growth)
-        return ahead >= budget.policy.fold_threshold(budget.window.tokens)
+        sizes = self.forecast.record(key, budget.used)
+        return budget.used > threshold and self.forecast.reaches(budget, sizes, LOOKAHEAD_CALLS, largest=False)
 
     def drafting(self, key: Key, budget: CallBudget) -> bool:
         """Whether the next fold's work should be drafted on this call (after `due`, which recorded its size): a
         preparation is kept and the fold could come within `DRAFT_LOOKAHEAD_CALLS` calls, each growing by as much as
         the most any recent call grew (or no growth was seen yet). Drafts for a fold further away would be made again
         before it, and each costs a pass over the folded turns."""
-        threshold = self.threshold(budget)
+        threshold = prepare_threshold(budget)
         with self._lock:
             if threshold is None or budget.used <= threshold or key not in self._prepared:
                 return False
-            sizes = self._sizes.get(key, [])
-        growth = [later - earlier for earlier, later in itertools.pairwise(sizes) if later > earlier]
-        ahead = budget.used + DRAFT_LOOKAHEAD_CALLS * max(growth, default=budget.used)
-        return ahead >= budget.policy.fold_threshold(budget.window.tokens)
-
-    def _remember(self, key: Key, tokens: int) -> list[int]:
-        with self._lock:
-            sizes = self._sizes.pop(key, [])
-            sizes = [*sizes[-GROWTH_CALLS:], tokens]
-            self._sizes[key] = sizes
-            while len(self._sizes) > MAX_PREPARED:
-                self._sizes.popitem(last=False)
-        return sizes
+        sizes = self.forecast.sizes(key)
+        return self.forecast.reaches(budget, sizes, DRAFT_LOOKAHEAD_CALLS, largest=True)
 
     def prepared(self, thread_id: str | None, namespace: str = "") -> Preparation | None:
         """The preparation kept for a thread (and namespace), if any."""
