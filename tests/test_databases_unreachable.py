@@ -109,10 +109,16 @@ def test_two_processes_sharing_a_state_dir_survive_models_that_grep_it(state_dir
         for name in ("a", "b")
     ]
     ran: list[str] = []
-    for worker in workers:
-        out, err = worker.communicate(timeout=300)
-        assert worker.returncode == 0, err[-3000:]
-        ran += json.loads(out.strip().splitlines()[-1])["threads"]
+    try:
+        for worker in workers:
+            out, err = worker.communicate(timeout=300)
+            assert worker.returncode == 0, err[-3000:]
+            ran += json.loads(out.strip().splitlines()[-1])["threads"]
+    finally:  # a failed worker must not leave its sibling running into the next test
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+            worker.communicate()
     assert len(ran) == 2 * threads
 
     for name in ("checkpoints.sqlite", "trace.sqlite"):

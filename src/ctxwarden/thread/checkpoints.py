@@ -29,6 +29,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from ctxwarden.core.sqlite import open_shared, retry_when_locked
 from ctxwarden.errors import CheckpointWriteError
 
 
@@ -126,11 +127,9 @@ def open_checkpointer(path: str | Path) -> SqliteCheckpointer:
     """Open (creating if needed) the checkpoint database at `path`, in WAL mode."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA busy_timeout=30000")
+    conn = open_shared(path, busy_timeout_s=30.0)
     saver = SqliteCheckpointer(conn)
-    saver.setup()
+    retry_when_locked(saver.setup)
     return saver
 
 

@@ -32,10 +32,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from ctxwarden.core.sqlite import open_shared, retry_when_locked
 from ctxwarden.errors import TraceError
 from ctxwarden.trace.migrations import MIGRATIONS, applied, migrate
+
+T = TypeVar("T")
 
 KINDS = (
     "model_usage",
@@ -228,11 +231,7 @@ class SqliteTraceStore(TraceStore):
             return self._conn
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                str(self.path), timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
-            self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+            conn = open_shared(self.path, busy_timeout_s=self.busy_timeout_s, isolation_level=None)
             conn.execute("PRAGMA synchronous = NORMAL")
             self._retry(lambda: migrate(conn))
         except (sqlite3.Error, OSError) as exc:
@@ -246,15 +245,8 @@ class SqliteTraceStore(TraceStore):
                 self._conn.close()
             self._conn = None
 
-    def _retry(self, action: Any) -> Any:
-        for attempt in range(self.retries + 1):
-            try:
-                return action()
-            except sqlite3.OperationalError as exc:
-                if ("locked" not in str(exc) and "busy" not in str(exc)) or attempt == self.retries:
-                    raise
-                time.sleep(min(1.0, 0.01 * 2**attempt) * (0.5 + random.random()))
-        raise AssertionError("unreachable")  # pragma: no cover
+    def _retry(self, action: Callable[[], T]) -> T:
+        return retry_when_locked(action, retries=self.retries)
 
     # --- writing --------------------------------------------------------------
     def append(self, events: TraceEvent | Iterable[TraceEvent]) -> list[TraceEvent]:
