@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+
 from ctxwarden.clip import preview
+
+preview_module = importlib.import_module("ctxwarden.clip.preview")  # the package exports the function by this name
 
 NOISE = [f"collecting module_{i}.py ... ok" for i in range(2_000)]
 
@@ -70,3 +74,56 @@ def test_the_preview_is_bounded() -> None:
     assert len(shown.text) < 3_000 + 2_000  # omission markers come on top of the budget
     assert shown.total_lines == 5_050
     assert shown.shown_lines < 5_050
+
+
+SIGNAL_LINES = [
+    "=========== 2 failed, 318 passed, 4 skipped in 12.31s ===========",
+    "3 passed",
+    "Ran 12 tests in 0.301s",
+    "FAILED (failures=2, errors=1)",
+    "OK",
+    "OK (skipped=1)",
+    "10 tests passed",
+    "Tests:       5 failed",
+    "Traceback (most recent call last):",
+    "panic: runtime error: index out of range",
+    "Exception in thread main java.lang.IllegalStateException",
+    "E       assert 'x' == 'y'",
+    "E\t\tassert 1 == 2",
+    "KeyError: 'comment'",
+    "src/main.c:120:5: error: use of undeclared identifier 'cnt'",
+    "    django.core.exceptions.ValidationError",
+    "pkg.CustomException",
+    "FAILED tests/test_parser.py::test_comments - AssertionError: lost",
+    "tests/test_parser.py::test_nested FAILED",
+    "FAIL: test_round_trip (tests.test_io.RoundTrip)",
+    "ERROR: test_encode (tests.test_io.Encode)",
+    "KeyboardInterrupt",
+    "SystemExit: 2",
+    "bash: pytes: command not found",
+    "cat: setup.cfg: No such file or directory",
+    "fatal: not a git repository",
+    "src/app.py:3:1: warning: unused import",
+    "The build failed: see above",
+]
+PASSING = [f"tests/unit/test_mod_{i % 97}.py::test_case_{i} PASSED [ {i % 100:>2}%] v={i * 31}" for i in range(5_000)]
+
+
+def test_a_block_scan_finds_every_signal_line_a_line_by_line_scan_finds() -> None:
+    lines = PASSING[:2_500] + SIGNAL_LINES + PASSING[2_500:]
+    found = preview_module.signal_candidates(lines)
+    by_line = [i for i, line in enumerate(lines) if preview_module._ANY_SIGNAL.search(line)]
+    assert found == by_line
+    assert [lines[i] for i in found] == SIGNAL_LINES  # each pattern's lines, and no passing line
+
+
+def test_a_huge_output_keeps_its_middle_traceback_and_weighs_a_bounded_share_of_its_lines() -> None:
+    traceback = ["Traceback (most recent call last):", '  File "src/core.py", line 88, in run', "ValueError: bad"]
+    lines = PASSING * 40  # 200,000 lines
+    lines[100_000:100_000] = traceback
+    shown = preview("\n".join(lines), max_chars=4_000).text
+    for line in traceback:
+        assert line in shown
+    pool = preview_module._detail_pool(len(lines), preview_module.signal_candidates(lines))
+    assert len(pool) <= preview_module.DETAIL_LINES + 5 * len(traceback)
+    assert 100_000 in pool

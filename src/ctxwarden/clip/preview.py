@@ -7,20 +7,53 @@ spends what budget is left on lines that carry the signal, in order of value:
 summary lines, traceback blocks, error lines, failing test names. Output that looks
 like grep (`path:line:match`) is summarized per file instead, with exact counts.
 Omitted stretches are marked in place; the caller appends how to get everything back.
+
+A tool can return tens of megabytes, and weighing each of a million lines in Python takes
+minutes. Signal lines are rare, so they are found block by block: a block of lines that
+holds none of the words every signal line holds (`SIGNAL_WORDS`, found by fast substring
+scans) is ruled out whole, and only the other blocks are read line by line. Beyond `DETAIL_LINES` lines, the pass that
+looks for new names and numbers weighs only the head, the tail and the lines around the
+signals, where an agent's next step looks too.
 """
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxwarden.clip.gist import ERROR, FAILING_TEST, GREP_LINE, SUMMARY, TRACEBACK_START, choose_lines, never_seen
+from ctxwarden.core.text import FAILURE
 
 MAX_LINE_CHARS = 1_000
 """Longer lines are left out of the preview, never cut (the file keeps them whole)."""
 
 CHARS_PER_TOKEN = 4
 """The preview's budget is in characters; the line chooser's in tokens."""
+
+SCAN_BLOCK_LINES = 512
+"""Lines ruled out together when none of them holds a signal word."""
+
+DETAIL_LINES = 20_000
+"""Beyond this many lines, new details are looked for only in the head, the tail and around signal lines."""
+
+_ANY_SIGNAL = re.compile(
+    "|".join(
+        f"(?{'i' if pattern.flags & re.IGNORECASE else ''}:{pattern.pattern})"
+        for pattern in (SUMMARY, TRACEBACK_START, ERROR, FAILING_TEST, FAILURE)
+    )
+)
+"""A line that carries any signal."""
+
+SIGNAL_WORDS = (
+    *(f"\n{digit}" for digit in "0123456789"),
+    *(f"{digit} {word}" for digit in "0123456789" for word in ("test", "example")),
+    *("= ", "\nran ", "\nok", "\ntest:", "\ntests:", "\ne  ", "\ne\t", "traceback", "panic", "fatal", "exit"),
+    *("error", "exception", "failure", "failed", "fail:", "warning", "interrupt", "command not found", "no such file"),
+)
+"""Lower-case strings of which every line that a signal pattern matches holds one (the `\\n` ones at its start):
+a block of lines that holds none of them has no signal line, and a scan for each is fast."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +104,7 @@ def _select(lines: list[str], max_chars: int, head: int, tail: int) -> set[int]:
         budget -= cost
         return True
 
+    signals = signal_candidates(lines)
     # the head and the tail first, but never more than a third of the budget each
     for index in range(min(head, len(lines))):
         if budget < max_chars * 2 // 3 or not take(index):
@@ -78,34 +112,57 @@ def _select(lines: list[str], max_chars: int, head: int, tail: int) -> set[int]:
     for index in range(len(lines) - 1, max(len(lines) - 1 - tail, -1), -1):
         if budget < max_chars // 3 or not take(index):
             break
-    for group in _signal_groups(lines):
+    for group in _signal_groups(lines, signals):
         for index in group:
             if not take(index):
                 break
     # what budget is left goes to the lines with the most details not shown yet
-    rest = [line if i not in keep else "" for i, line in enumerate(lines)]
-    for index in choose_lines(rest, budget // CHARS_PER_TOKEN, _chars_as_tokens, never_seen):
-        take(index)
+    pool = _detail_pool(len(lines), signals)
+    rest = [lines[i] if i not in keep else "" for i in pool]
+    for chosen in choose_lines(rest, budget // CHARS_PER_TOKEN, _chars_as_tokens, never_seen):
+        take(pool[chosen])
     return keep
+
+
+def signal_candidates(lines: Sequence[str]) -> list[int]:
+    """Indexes of the lines that a signal pattern matches, in order; a block without a signal word is skipped whole."""
+    found: list[int] = []
+    for start in range(0, len(lines), SCAN_BLOCK_LINES):
+        block = lines[start : start + SCAN_BLOCK_LINES]
+        joined = "\n" + "\n".join(block).lower()
+        if any(word in joined for word in SIGNAL_WORDS):
+            found.extend(start + offset for offset, line in enumerate(block) if _ANY_SIGNAL.search(line))
+    return found
+
+
+def _detail_pool(total: int, signals: Sequence[int]) -> Sequence[int]:
+    """The lines weighed for new details: all of them, or for a huge output its ends and the signals' neighbours."""
+    if total <= DETAIL_LINES:
+        return range(total)
+    quarter = DETAIL_LINES // 4
+    pool = set(range(quarter)) | set(range(total - quarter, total))
+    for index in signals[-quarter // 5 :]:  # the latest signals, with two lines either side
+        pool.update(range(max(0, index - 2), min(total, index + 3)))
+    return sorted(pool)
 
 
 def _chars_as_tokens(line: str) -> int:
     return len(line) // CHARS_PER_TOKEN + 1
 
 
-def _signal_groups(lines: list[str]) -> list[list[int]]:
+def _signal_groups(lines: list[str], signals: Sequence[int]) -> list[list[int]]:
     """Indexes worth keeping, most valuable first: summaries, tracebacks, errors, failing tests."""
-    summaries = [[i] for i, line in enumerate(lines) if SUMMARY.search(line)]
+    summaries = [[i] for i in signals if SUMMARY.search(lines[i])]
     tracebacks = []
-    for i, line in enumerate(lines):
-        if TRACEBACK_START.search(line):
+    for i in signals:
+        if TRACEBACK_START.search(lines[i]):
             end = i + 1
             while end < len(lines) and (lines[end].startswith((" ", "\t")) or not lines[end].strip()):
                 end += 1
             block = list(range(i, min(end + 1, len(lines))))
             tracebacks.append(block if len(block) <= 30 else block[:4] + block[-26:])
-    errors = [[i] for i, line in enumerate(lines) if ERROR.search(line) and not TRACEBACK_START.search(line)]
-    failing = [[i] for i, line in enumerate(lines) if FAILING_TEST.search(line)]
+    errors = [[i] for i in signals if ERROR.search(lines[i]) and not TRACEBACK_START.search(lines[i])]
+    failing = [[i] for i in signals if FAILING_TEST.search(lines[i])]
     # the last traceback is usually the one that matters; errors near the end too
     return summaries + tracebacks[::-1] + failing + errors[::-1]
 

@@ -11,13 +11,16 @@ Long texts are therefore counted in chunks cut just after a newline that a non-s
 character follows: tiktoken's pre-tokenizer always ends a piece there, so the sum of
 the chunks' counts is the count of the whole text. Only a text with no such place in a
 whole chunk (one enormous line) is cut elsewhere, which can shift the count by a token
-at each cut.
+at each cut. tiktoken lets go of the GIL while it encodes, so the chunks of a text of many
+megabytes are counted on a few threads at once.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,6 +34,12 @@ TOKENIZER_ENV = "CTXWARDEN_TOKENIZER"
 
 CHUNK_CHARS = 1 << 18
 """Texts longer than this are counted chunk by chunk (256k characters: a few MB of token ids at a time)."""
+
+COUNT_THREADS = min(4, os.cpu_count() or 1)
+"""Threads counting the chunks of one text of at least `PARALLEL_CHUNKS` chunks."""
+
+PARALLEL_CHUNKS = 8
+"""Below this many chunks (2 MiB of text), a thread pool costs more than it saves."""
 
 
 class TextCounter(Protocol):
@@ -76,14 +85,23 @@ class TiktokenCounter:
         return self.name
 
     def __call__(self, text: str) -> int:
+        encode = self._encoding.encode_ordinary
         if len(text) <= self.chunk_chars:
-            return len(self._encoding.encode_ordinary(text))
-        total, start = 0, 0
-        while start < len(text):
-            end = chunk_end(text, start, self.chunk_chars)
-            total += len(self._encoding.encode_ordinary(text[start:end]))
-            start = end
-        return total
+            return len(encode(text))
+        spans = list(chunk_spans(text, self.chunk_chars))
+        if len(spans) < PARALLEL_CHUNKS or COUNT_THREADS == 1:
+            return sum(len(encode(text[start:end])) for start, end in spans)
+        with ThreadPoolExecutor(COUNT_THREADS, thread_name_prefix="ctxwarden-count") as pool:
+            return sum(pool.map(lambda span: len(encode(text[span[0] : span[1]])), spans))
+
+
+def chunk_spans(text: str, size: int) -> Iterator[tuple[int, int]]:
+    """Where `text` is cut for counting: `(start, end)` of each chunk, in order (see `chunk_end`)."""
+    start = 0
+    while start < len(text):
+        end = chunk_end(text, start, size)
+        yield start, end
+        start = end
 
 
 def chunk_end(text: str, start: int, size: int) -> int:
