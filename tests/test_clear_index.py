@@ -15,6 +15,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+import ctxwarden.clip.clear as clear_module
 from ctxwarden.bench.resumed import build, seed_values, session, steps_script
 from ctxwarden.clip.clear import NO_MASK, Boundary, ClearLayer
 from ctxwarden.clip.index import ThreadIndex
@@ -121,8 +122,11 @@ class _Watch:
             watch.ordered.append(len(watch.calls))
             return candidates(layer, *args, **kwargs)
 
-        add, apply, shape = ThreadIndex._add, ClearLayer._apply, ClearLayer.shape
-        watch = self
+        signature = clear_module.content_signature
+
+        def counted_signature(message: BaseMessage) -> list[Any]:
+            watch.calls[-1]["signed"] += 1
+            return signature(message)
 
         def counted_add(index: ThreadIndex, position: int, message: BaseMessage) -> None:
             watch.calls[-1]["indexed"] += 1
@@ -133,7 +137,7 @@ class _Watch:
             return apply(layer, messages, results, args)
 
         def counted_shape(layer: ClearLayer, request: Any, budget: Any) -> Any:
-            watch.calls.append({"indexed": 0, "viewed": 0, "messages": len(request.messages), "batch": 0})
+            watch.calls.append({"indexed": 0, "viewed": 0, "signed": 0, "messages": len(request.messages), "batch": 0})
             edit = shape(layer, request, budget)
             watch.calls[-1]["batch"] = int(bool(edit is not None and edit.events))
             return edit
@@ -142,6 +146,7 @@ class _Watch:
         patch.setattr(ClearLayer, "_apply", counted_apply)
         patch.setattr(ClearLayer, "shape", counted_shape)
         patch.setattr(ClearLayer, "_candidates", counted_candidates)
+        patch.setattr(clear_module, "content_signature", counted_signature)
 
     def reset(self) -> None:
         self.calls.clear()
@@ -161,8 +166,12 @@ def test_a_resumed_thread_is_indexed_once_then_only_its_new_messages(case: str, 
         assert call["indexed"] == new <= 3, call
         if case != "cost-first" and not call["batch"]:  # a batch, or the mask advancing, views from there
             assert call["viewed"] <= new, call
+        # placeholders are measured for the boundary only when made: those of a batch or a mask advance, never the
+        # ones the thread already hid
+        assert call["signed"] <= call["viewed"], call
     if case == "cost-first":
         assert sum(c["viewed"] for c in later) < first["messages"]
+        assert any(c["signed"] for c in later)  # the mask advanced and its new placeholders were measured
 
 
 def test_a_deferred_batch_is_weighed_without_ordering_the_candidates(tmp_path: Path) -> None:

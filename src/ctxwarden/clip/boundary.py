@@ -60,13 +60,35 @@ class Boundary:
             int(raw.get("masked_turns") or 0),
         )
 
-    def to_state(self) -> dict[str, Any]:
+    def to_state(self, grown_from: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The boundary as the thread's private state stores it.
+
+        `grown_from` is the stored state of the boundary this one extends (same entries, more of them): its
+        entries are taken as they are, and only the new ones converted, so a batch costs what it adds.
+        """
         state: dict[str, Any] = {"results": list(self.results), "args": list(self.args)}
+        grown_from = grown_from or {}
         if self.gists:
-            state["gists"] = {k: list(v) for k, v in self.gists.items()}
+            state["gists"] = _extended(grown_from.get("gists"), self.gists)
         if self.counts and self.counted_by:
-            state |= {"counts": {k: list(v) for k, v in self.counts.items()}, "counted_by": self.counted_by}
+            same = grown_from.get("counted_by") == self.counted_by
+            state |= {
+                "counts": _extended(grown_from.get("counts") if same else None, self.counts),
+                "counted_by": self.counted_by,
+            }
         return state | {"masked_turns": self.masked_turns} if self.masked_turns else state
+
+
+def _extended(stored: Any, entries: Mapping[str, tuple[int, ...]]) -> dict[str, list[int]]:
+    """`entries` as stored lists, reusing `stored` (a dict of the same entries' lists, or fewer) for what it holds."""
+    if not isinstance(stored, dict):
+        return {k: list(v) for k, v in entries.items()}
+    out = dict(stored)
+    for key in out.keys() - entries.keys():
+        del out[key]
+    for key in entries.keys() - out.keys():
+        out[key] = list(entries[key])
+    return out
 
 
 def placeholder_key(message: BaseMessage, key: tuple[str, ...]) -> str:

@@ -84,8 +84,10 @@ class ClearLayer:
             boundary, view, events = self._batch(index, messages, boundary, masked, view, used, budget)
         turns = mask_turns(index)
         if events or turns != boundary.masked_turns:  # a batch, or the mask moved: their placeholders' counts travel
-            boundary = self._remembered(boundary, messages, masked, turns)
-            index.memo["boundary"] = (boundary.to_state(), boundary)  # the next call finds this object in its state
+            stored = index.memo.get("boundary")
+            grown_from = stored[0] if stored is not None and stored[1] is self._stored else None
+            boundary = self._remembered(index, boundary, masked, turns)
+            index.memo["boundary"] = (boundary.to_state(grown_from), boundary)  # the next call finds it in its state
             index.memo["view"] = (boundary, masked, list(view))
             state = {CLIP_STATE_KEY: index.memo["boundary"][0]}
         elif untouched or all(map(operator.is_, view, messages)):
@@ -154,27 +156,37 @@ class ClearLayer:
             self._indexes.popitem(last=False)
         return index
 
-    def _remembered(self, boundary: Boundary, messages: Sequence[BaseMessage], masked: Mask, turns: int) -> Boundary:
-        """`boundary` with the gist lines, and the counts of the placeholders in `messages` (the mask's too), as this
-        process made them: a resumed process renders and measures the same placeholders from these."""
+    def _remembered(self, index: ThreadIndex, boundary: Boundary, masked: Mask, turns: int) -> Boundary:
+        """`boundary` with the gist lines, and the counts of the placeholders (the mask's too), as this process made
+        them: a resumed process renders and measures the same placeholders from these.
+
+        Only what was hidden since the last time is read (found by call id in the index), so a batch or a mask
+        advance costs what it hid, not the thread's length.
+        """
         gists: dict[str, tuple[int, ...]] = dict(boundary.gists)
-        counts: dict[str, tuple[int, ...]] = {}
-        cleared, clipped = set(boundary.results) | masked.results, set(boundary.args) | masked.args
-        for message in messages:
-            if isinstance(message, ToolMessage) and message.tool_call_id in cleared:
-                key: tuple[str, ...] = ("result",)
-            elif isinstance(message, AIMessage) and clipped and message.tool_calls:
-                key = ("args", *sorted(str(c["id"]) for c in message.tool_calls if c.get("id") in clipped))
-                if len(key) == 1:
-                    continue
-            else:
-                continue
-            name = placeholder_key(message, key)
+        same_counter = boundary.counted_by == self.meter.count_key
+        counts: dict[str, tuple[int, ...]] = dict(boundary.counts) if same_counter else {}
+        cleared, clipped = _hidden(index, boundary, masked)
+        before = index.memo.get("remembered") if same_counter else None
+        new_results, new_args = (cleared - before[0], clipped - before[1]) if before else (cleared, clipped)
+        index.memo["remembered"] = (cleared, clipped)
+        made: list[tuple[BaseMessage, tuple[str, ...]]] = [
+            (index.messages[index.result_at[call_id]], ("result",))
+            for call_id in new_results
+            if call_id not in counts and call_id in index.result_at
+        ]
+        callers = {index.caller_at[call_id] for call_id in new_args if call_id in index.caller_at}
+        for position in sorted(callers):
+            message = index.messages[position]
+            assert isinstance(message, AIMessage)
+            key = ("args", *sorted(str(c["id"]) for c in message.tool_calls if c.get("id") in clipped))
+            if placeholder_key(message, key) not in counts:
+                made.append((message, key))
+        for message, key in made:
             hit = self._replacements.get((id(message), key))
             if hit is None or hit[0] is not message:
-                if name in boundary.counts:
-                    counts[name] = boundary.counts[name]
-                continue
+                continue  # not shown by this process: a later call that shows it counts it
+            name = placeholder_key(message, key)
             if hit[2] is not None:
                 gists.setdefault(name, hit[2].chosen)
             counts[name] = (self.meter.message_tokens(hit[1]), *content_signature(hit[1]))

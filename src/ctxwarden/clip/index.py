@@ -58,6 +58,7 @@ class ThreadIndex:
         "_hidden_counted",
         "_hidden_saving",
         "args",
+        "caller_at",
         "callers",
         "largest",
         "memo",
@@ -65,6 +66,7 @@ class ThreadIndex:
         "meter",
         "names",
         "policy",
+        "result_at",
         "results",
         "tool_results",
         "total",
@@ -85,6 +87,10 @@ class ThreadIndex:
         self.args: list[Candidate] = []
         """Arguments clearing may clip: at least `clip_args_min_tokens`, their tool not excluded."""
         self.names: dict[str, str] = {}
+        self.result_at: dict[str, int] = {}
+        """Position of each call's result, by call id."""
+        self.caller_at: dict[str, int] = {}
+        """Position of the AI message that made each call, by call id."""
         self.total = 0
         """What clearing every candidate would free."""
         self.largest = 0
@@ -110,6 +116,7 @@ class ThreadIndex:
         excluded = self.policy.clear_exclude_tools
         if isinstance(message, ToolMessage):
             self.tool_results.append(position)
+            self.result_at[message.tool_call_id] = position
             if (message.name or self.names.get(message.tool_call_id)) not in excluded:
                 self._take(self.results, position, message.tool_call_id, self._result_saving(message))
         elif isinstance(message, AIMessage) and message.tool_calls:
@@ -118,6 +125,7 @@ class ThreadIndex:
             for call in message.tool_calls:
                 call_id, name = str(call.get("id")), call.get("name")
                 self.names[call_id] = name
+                self.caller_at[call_id] = position
                 if self.policy.clip_tool_args and name not in excluded:
                     size = sizes[call_id]
                     if size >= self.policy.clip_args_min_tokens:
