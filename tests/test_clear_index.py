@@ -15,6 +15,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+import ctxwarden.clip.boundary as boundary_module
 import ctxwarden.clip.clear as clear_module
 from ctxwarden.bench.resumed import build, seed_values, session, steps_script
 from ctxwarden.clip.clear import NO_MASK, Boundary, ClearLayer
@@ -147,6 +148,7 @@ class _Watch:
         patch.setattr(ClearLayer, "shape", counted_shape)
         patch.setattr(ClearLayer, "_candidates", counted_candidates)
         patch.setattr(clear_module, "content_signature", counted_signature)
+        patch.setattr(boundary_module, "content_signature", counted_signature)
 
     def reset(self) -> None:
         self.calls.clear()

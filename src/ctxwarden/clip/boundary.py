@@ -8,14 +8,17 @@ gist quotes, and each placeholder's token count.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware.types import AgentState, PrivateStateAttr
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 
+from ctxwarden.clip.gist import Gist
 from ctxwarden.clip.index import ThreadIndex
+from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.stamp import content_signature
 
 CLIP_STATE_KEY = "ctxwarden_clip"
 
@@ -108,4 +111,53 @@ def boundary_of(index: ThreadIndex, state: Any) -> Boundary:
     return boundary
 
 
-__all__ = ["CLIP_STATE_KEY", "Boundary", "ClipState", "boundary_of", "placeholder_key"]
+Made = Callable[[BaseMessage, tuple[str, ...]], tuple[BaseMessage, Gist | None] | None]
+"""The placeholder (and its gist) this process made for a message under a key, or `None`."""
+
+
+def remembered(
+    index: ThreadIndex,
+    boundary: Boundary,
+    hidden: tuple[Set[str], Set[str]],
+    made: Made,
+    meter: TokenMeter,
+    turns: int,
+) -> Boundary:
+    """`boundary` with the gist lines, and the counts of the placeholders that hide `hidden` (the cleared results
+    and clipped calls, the mask's too), as this process made them: a resumed process renders and measures the same
+    placeholders from these.
+
+    Only what was hidden since the last time is read (found by call id in the index), so a batch or a mask
+    advance costs what it hid, not the thread's length.
+    """
+    gists: dict[str, tuple[int, ...]] = dict(boundary.gists)
+    same_counter = boundary.counted_by == meter.count_key
+    counts: dict[str, tuple[int, ...]] = dict(boundary.counts) if same_counter else {}
+    cleared, clipped = hidden
+    before = index.memo.get("remembered") if same_counter else None
+    new_results, new_args = (cleared - before[0], clipped - before[1]) if before else (cleared, clipped)
+    index.memo["remembered"] = hidden
+    shown: list[tuple[BaseMessage, tuple[str, ...]]] = [
+        (index.messages[index.result_at[call_id]], ("result",))
+        for call_id in new_results
+        if call_id not in counts and call_id in index.result_at
+    ]
+    for position in sorted({index.caller_at[call_id] for call_id in new_args if call_id in index.caller_at}):
+        message = index.messages[position]
+        assert isinstance(message, AIMessage)
+        key = ("args", *sorted(str(c["id"]) for c in message.tool_calls if c.get("id") in clipped))
+        if placeholder_key(message, key) not in counts:
+            shown.append((message, key))
+    for message, key in shown:
+        found = made(message, key)
+        if found is None:
+            continue  # not shown by this process: a later call that shows it counts it
+        placeholder, excerpt = found
+        name = placeholder_key(message, key)
+        if excerpt is not None:
+            gists.setdefault(name, excerpt.chosen)
+        counts[name] = (meter.message_tokens(placeholder), *content_signature(placeholder))
+    return Boundary(boundary.results, boundary.args, gists, counts, meter.count_key, turns)
+
+
+__all__ = ["CLIP_STATE_KEY", "Boundary", "ClipState", "Made", "boundary_of", "placeholder_key", "remembered"]

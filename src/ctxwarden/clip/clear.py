@@ -26,7 +26,7 @@ from typing import Any, cast
 from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
-from ctxwarden.clip.boundary import CLIP_STATE_KEY, Boundary, ClipState, boundary_of, placeholder_key
+from ctxwarden.clip.boundary import CLIP_STATE_KEY, Boundary, ClipState, boundary_of, placeholder_key, remembered
 from ctxwarden.clip.gist import Gist, TokenLedger, gist, gist_of_lines, never_seen
 from ctxwarden.clip.index import MAX_THREADS, ThreadIndex
 from ctxwarden.clip.mask import NO_MASK, Mask, mask_of, mask_turns
@@ -83,10 +83,11 @@ class ClearLayer:
         if used > budget.clear_at or budget.force:
             boundary, view, events = self._batch(index, messages, boundary, masked, view, used, budget)
         turns = mask_turns(index)
+        hidden = _hidden(index, boundary, masked)
         if events or turns != boundary.masked_turns:  # a batch, or the mask moved: their placeholders' counts travel
             stored = index.memo.get("boundary")
             grown_from = stored[0] if stored is not None and stored[1] is self._stored else None
-            boundary = self._remembered(index, boundary, masked, turns)
+            boundary = remembered(index, boundary, hidden, self._made, self.meter, turns)
             index.memo["boundary"] = (boundary.to_state(grown_from), boundary)  # the next call finds it in its state
             index.memo["view"] = (boundary, masked, list(view))
             state = {CLIP_STATE_KEY: index.memo["boundary"][0]}
@@ -156,41 +157,10 @@ class ClearLayer:
             self._indexes.popitem(last=False)
         return index
 
-    def _remembered(self, index: ThreadIndex, boundary: Boundary, masked: Mask, turns: int) -> Boundary:
-        """`boundary` with the gist lines, and the counts of the placeholders (the mask's too), as this process made
-        them: a resumed process renders and measures the same placeholders from these.
-
-        Only what was hidden since the last time is read (found by call id in the index), so a batch or a mask
-        advance costs what it hid, not the thread's length.
-        """
-        gists: dict[str, tuple[int, ...]] = dict(boundary.gists)
-        same_counter = boundary.counted_by == self.meter.count_key
-        counts: dict[str, tuple[int, ...]] = dict(boundary.counts) if same_counter else {}
-        cleared, clipped = _hidden(index, boundary, masked)
-        before = index.memo.get("remembered") if same_counter else None
-        new_results, new_args = (cleared - before[0], clipped - before[1]) if before else (cleared, clipped)
-        index.memo["remembered"] = (cleared, clipped)
-        made: list[tuple[BaseMessage, tuple[str, ...]]] = [
-            (index.messages[index.result_at[call_id]], ("result",))
-            for call_id in new_results
-            if call_id not in counts and call_id in index.result_at
-        ]
-        callers = {index.caller_at[call_id] for call_id in new_args if call_id in index.caller_at}
-        for position in sorted(callers):
-            message = index.messages[position]
-            assert isinstance(message, AIMessage)
-            key = ("args", *sorted(str(c["id"]) for c in message.tool_calls if c.get("id") in clipped))
-            if placeholder_key(message, key) not in counts:
-                made.append((message, key))
-        for message, key in made:
-            hit = self._replacements.get((id(message), key))
-            if hit is None or hit[0] is not message:
-                continue  # not shown by this process: a later call that shows it counts it
-            name = placeholder_key(message, key)
-            if hit[2] is not None:
-                gists.setdefault(name, hit[2].chosen)
-            counts[name] = (self.meter.message_tokens(hit[1]), *content_signature(hit[1]))
-        return Boundary(boundary.results, boundary.args, gists, counts, self.meter.count_key, turns)
+    def _made(self, message: BaseMessage, key: tuple[str, ...]) -> tuple[BaseMessage, Gist | None] | None:
+        """The placeholder this process made for `message` under `key`, with its gist; `None` if it made none."""
+        hit = self._replacements.get((id(message), key))
+        return (hit[1], hit[2]) if hit is not None and hit[0] is message else None
 
     # --- the view ---------------------------------------------------------------
     def _current_ledger(self) -> TokenLedger | None:

@@ -151,7 +151,7 @@ def _chars_as_tokens(line: str) -> int:
 
 
 def _signal_groups(lines: list[str], signals: Sequence[int]) -> list[list[int]]:
-    """Indexes worth keeping, most valuable first: summaries, tracebacks, errors, failing tests."""
+    """Indexes worth keeping, most valuable first: summaries, tracebacks, failing tests, errors."""
     summaries = [[i] for i in signals if SUMMARY.search(lines[i])]
     tracebacks = []
     for i in signals:
