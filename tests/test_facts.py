@@ -103,6 +103,35 @@ def test_an_older_user_message_is_not_crowded_out_by_the_other_facts() -> None:
     assert render(facts, max_chars=cap) == text  # same facts, same bytes
 
 
+def test_the_last_outputs_folded_give_the_lines_with_the_most_names_not_yet_written() -> None:
+    listing = [f"    register_handler(kind='common', priority={i})" for i in range(30)]
+    listing[7] = "    def resolve_symlink_chain(entry_point, max_depth_limit):"  # new names, seen on one line
+    listing[21] = "    cache_invalidation_epoch = compute_epoch(manifest_digest)"
+    folded = [
+        HumanMessage(TASK),
+        _call("grep -n register src/registry.py", "early"),
+        ToolMessage("\n".join(f"src/registry.py:{i}: early_handler_{i}()" for i in range(40)), tool_call_id="early"),
+        _call("git status", "status"),
+        ToolMessage("nothing to commit, working tree clean", tool_call_id="status"),
+        _call("ls src", "ls"),
+        ToolMessage("loader.py\nregistry.py", tool_call_id="ls"),
+        _call("cat src/loader.py", "last"),
+        ToolMessage("\n".join(listing), tool_call_id="last"),
+        AIMessage("I will read the loader's register_handler next."),
+    ]
+    facts = gather(Facts(), folded)
+    # the last output's lines that show names the agent has not written, whole and verbatim
+    assert "    def resolve_symlink_chain(entry_point, max_depth_limit):" in facts.used
+    assert "    cache_invalidation_epoch = compute_epoch(manifest_digest)" in facts.used
+    # a name on every line (register_handler, written by the agent too) is one detail, not thirty
+    assert sum("register_handler" in line for line in facts.used) <= 1
+    # an output folded long before the last ones gives only the lines the agent went on to use (none here)
+    assert not any("early_handler_" in line for line in facts.used)
+    text = render(facts, max_chars=10_000)
+    assert "### Output lines the agent used or read last" in text
+    assert "    def resolve_symlink_chain(entry_point, max_depth_limit):" in text.splitlines()
+
+
 def test_the_facts_section_survives_two_folds(tmp_path: Path) -> None:
     replies = [
         AIMessage(

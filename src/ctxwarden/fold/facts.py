@@ -11,7 +11,9 @@ deterministically, whatever the summarizer model says:
   `tee`, `sed -i`, a script's `open(..., "w")`), by its path;
 - each failing command with its error line, verbatim, and whether a later run of the same
   command passed;
-- the output lines that first showed the identifiers the agent went on to use.
+- the output lines that first showed the identifiers the agent went on to use, and, from the
+  last outputs folded, the few lines that show the most names and numbers the agent has not
+  written yet (what it was reading when the fold came, and is likely to name next).
 
 It is cumulative: the next fold parses this section back and extends it, so a fact
 survives any number of folds. Each quoted line is a whole line of the original (cut
@@ -35,7 +37,18 @@ MAX_LINE_CHARS = 400
 FACTS_HEADING = "## Facts (quoted from the folded turns)"
 """Heading of the section; the next fold finds its own facts by it."""
 
-_SUBSECTIONS = ("User messages", "Files written or edited", "Failing commands", "Lines the agent used")
+_SUBSECTIONS = (
+    "User messages",
+    "Files written or edited",
+    "Failing commands",
+    "Output lines the agent used or read last",
+)
+
+LATEST_OUTPUTS = 3
+"""How many of the last outputs folded give their most distinctive lines to the facts."""
+
+LATEST_LINES = 4
+"""Lines each of those outputs gives at most (about what a gist keeps of a short output)."""
 
 ERROR = FAILURE
 """A line that says something failed (the one definition in `core.text`, kept here under its old name)."""
@@ -96,6 +109,8 @@ def gather(previous: Facts, folded: Sequence[BaseMessage]) -> Facts:
             if line is not None:
                 pending.append((len(outcomes) - 1, command, line))
             _used_lines(facts, seen["used"], text, last_written, spoken)
+    for message in [m for m in folded if isinstance(m, ToolMessage)][-LATEST_OUTPUTS:]:
+        _latest_lines(facts, seen["used"], content_text(message.content), last_written)
     passed_after: dict[str, int] = {}  # command -> the last position at which a run of it passed
     for index, (command, failed) in enumerate(outcomes):
         if not failed:
@@ -129,6 +144,32 @@ def _used_lines(facts: Facts, seen: set[str], text: str, last_written: Mapping[s
         if fresh:
             taken.update(fresh)
             _add(facts.used, seen, line)
+
+
+def _latest_lines(facts: Facts, seen: set[str], text: str, last_written: Mapping[str, int]) -> None:
+    """The lines of a last-folded output that show the most tokens the agent has not written, each token counted
+    once and weighed by how few of the output's lines show it (a name on every line is one detail), per character."""
+    spread: dict[str, int] = {}
+    found: list[tuple[int, str, set[str]]] = []
+    for index, line in enumerate(text.splitlines()):
+        if not line.strip() or len(line) > MAX_LINE_CHARS // 2:
+            continue
+        fresh = {token for token in TOKEN.findall(line) if token not in last_written}
+        for token in fresh:
+            spread[token] = spread.get(token, 0) + 1
+        if fresh:
+            found.append((index, line, fresh))
+    covered: set[str] = set()
+    chosen: list[tuple[int, str]] = []
+    while found and len(chosen) < LATEST_LINES:
+        best = max(found, key=lambda f: (sum(1 / spread[t] for t in f[2] - covered) / (len(f[1]) + 20), -f[0]))
+        if not best[2] - covered:
+            break
+        covered |= best[2]
+        chosen.append((best[0], best[1]))
+        found.remove(best)
+    for _index, line in sorted(chosen):
+        _add(facts.used, seen, line)
 
 
 def _add(items: list[str], seen: set[str], item: str) -> None:
