@@ -47,11 +47,16 @@ LOG = "\n".join(
 PREPARING = threading.Event()
 """Set when a summary is being prepared in the background; the next tool call then waits there to be killed."""
 IN_TOOL = threading.Event()
+TOOLS_TAKE_TIME = threading.Event()
+"""Set when the scenario kills a preparation: each tool call then takes a moment, as a real one does, so the
+background preparation starts during a tool call even on a loaded machine (a scripted step takes no time at all)."""
 
 
 @tool
 def fetch(page: int) -> str:
     """Fetch a page."""
+    if TOOLS_TAKE_TIME.is_set():
+        PREPARING.wait(0.5)
     if PREPARING.is_set():  # a preparation is under way: be killed here, in the middle of the tools step
         IN_TOOL.set()
         time.sleep(60)
@@ -172,6 +177,8 @@ SCENARIOS = {
 def run(state_dir: Path, name: str, durability: str, api: str) -> None:
     """Run scenario `name`'s conversation with `invoke` or `ainvoke`; `durability` says when checkpoints are written."""
     scenario = SCENARIOS[name]
+    if isinstance(scenario.summarizer, DyingPreparer):
+        TOOLS_TAKE_TIME.set()
     backend: FilesystemBackend = FilesystemBackend(root_dir=state_dir, virtual_mode=True)
     if scenario.kill_on is not None:
         backend = DyingBackend(state_dir, kill_on=scenario.kill_on, nth=scenario.nth, share=scenario.share)
