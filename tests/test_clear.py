@@ -18,6 +18,8 @@ from pydantic import PrivateAttr
 from ctxwarden import ContextPolicy, TokenMeter, context_middleware
 from ctxwarden.clip import CLIP_STATE_KEY, Boundary, ClearLayer, make_recall_tool
 from ctxwarden.clip.clear import NO_MASK
+from ctxwarden.clip.gist import GAP
+from ctxwarden.core.counters import default_counter
 from ctxwarden.replay import Recording, ReplayChatModel, replay_tools, scripted_model
 from ctxwarden.replay.driver import replay_into
 from ctxwarden.trace import TraceStore
@@ -167,6 +169,29 @@ def test_cost_first_masks_old_results_at_any_fill() -> None:
         sum(isinstance(m, ToolMessage) and m.content.startswith("[cleared") for m in v) for v in views.views
     ]
     assert masked_per_call == [0] * 6 + [4] * 4
+
+
+@tool
+def listing(page: int) -> str:
+    """List the handlers of a page: every line names new things."""
+    return "\n".join(f"src/mod_{page}_{i}.py:{i * 7}: def handler_{page}_{i}(request_{page}_{i}):" for i in range(40))
+
+
+@pytest.mark.parametrize(("window", "cap"), [(16_000, 32), (128_000, 150)])
+def test_cost_first_masked_results_keep_a_gist_that_shrinks_with_the_window(window: int, cap: int) -> None:
+    replies = [_step("listing", {"page": i}, f"l{i}") for i in range(9)] + [AIMessage("done")]
+    agent, views = _agent(replies, [listing], ContextPolicy.cost_first(mask_after_turns=2, window=window))
+    agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": f"gists-{window}"}})
+    masked = [m for m in views.views[-1] if isinstance(m, ToolMessage) and m.content.startswith("[cleared")]
+    assert len(masked) == 4
+    counter = default_counter()
+    for message in masked:
+        original = listing.invoke({"page": int(message.tool_call_id[1:])}).splitlines()
+        quoted = [line for line in message.content.splitlines()[1:] if line != GAP]
+        assert quoted, "a masked result keeps some of its lines"
+        assert all(line in original for line in quoted)  # whole lines of the original, verbatim
+        assert sum(counter(line) + 1 for line in quoted) <= cap  # at most 0.2% of the window, 150 tokens at most
+    assert f'recall(call_id="{masked[0].tool_call_id}")' in masked[0].content
 
 
 def test_stale_reads_go_first_and_untouched_messages_are_not_copied() -> None:

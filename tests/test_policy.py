@@ -49,6 +49,7 @@ def test_is_frozen() -> None:
         ({"warn_at": 0.95}, "warn_at", "0.95", "warn_at < critical_at"),
         ({"evict_max_tokens": 0}, "evict_max_tokens", "0", ">= 1"),
         ({"mask_after_turns": 0}, "mask_after_turns", "0", ">= 1"),
+        ({"gist_window_share": 0}, "gist_window_share", "0", "share of the window"),
         ({"fold_keep_share": 0.9}, "fold_keep_share", "0.9", "below summarize_at"),
         ({"clear_at": True}, "clear_at", "True", "share of the window"),
         ({"instruction_file_max_chars": 20_000}, "instruction_file_max_chars", "20000", "total cap"),
@@ -83,7 +84,7 @@ def test_cost_first_preset_masks_old_turns() -> None:
     policy = ContextPolicy.cost_first()
     assert policy.mask_after_turns == 3
     assert (policy.clear_at, policy.clear_to, policy.summarize_at, policy.fold_keep_share) == (0.35, 0.20, 0.70, 0.05)
-    assert (policy.gist_max_tokens, policy.fold_facts_share) == (0, 0.05)
+    assert (policy.gist_max_tokens, policy.gist_window_share, policy.fold_facts_share) == (150, 0.002, 0.05)
     assert ContextPolicy.cost_first(5, window=8_000).mask_after_turns == 5
     assert ContextPolicy.cost_first(summarize_at=0.8).summarize_at == 0.8
 

@@ -62,8 +62,11 @@ class ClearLayer:
     _thread: Sequence[BaseMessage] | None = None
     _line_tokens: dict[str, int] = field(default_factory=dict)
     _indexes: OrderedDict[str, ThreadIndex] = field(default_factory=OrderedDict)
+    _window: int | None = None
+    """The window of the model being called: `gist_window_share` caps a gist by it."""
 
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
+        self._window = budget.window.tokens
         messages = request.messages
         raw = request.state.get(CLIP_STATE_KEY) if isinstance(request.state, dict) else None
         if not (raw or self.policy.mask_after_turns is not None or budget.used > budget.clear_at or budget.force):
@@ -259,6 +262,9 @@ class ClearLayer:
 
     def _gist(self, message: ToolMessage, tokens: int) -> Gist | None:
         budget = min(self.policy.gist_max_tokens, int(tokens * self.policy.gist_share))
+        window = self._window or self.policy.window
+        if self.policy.gist_window_share is not None and window:
+            budget = min(budget, int(window * self.policy.gist_window_share))
         if budget <= 0:
             return None
         stored = self._stored.gists.get(message.tool_call_id)

@@ -83,6 +83,10 @@ class ContextPolicy:
     gist_max_tokens: int = 400
     """Cap on the verbatim lines a cleared result keeps; 0 leaves only the one-line pointer."""
 
+    gist_window_share: float | None = None
+    """A further cap on each gist: this share of the window of the model called (`None`: none). Small windows get
+    small gists; the cost-first preset sets it, so its masked results keep a few lines without folding more often."""
+
     mask_after_turns: int | None = None
     """Cost-first: mask tool results older than the newest N turns whatever the fill."""
 
@@ -126,15 +130,17 @@ class ContextPolicy:
         """The cost-first preset, for those who pay per token more than they need recall.
 
         Results and large arguments older than the newest `mask_after_turns` turns are masked at
-        any fill, leaving only the pointer (no gist); clearing runs from 35% down to 20%, and folding
-        from 70% keeps 5% verbatim with a facts section of at most 5% of the window.
+        any fill, each result keeping a small gist (at most 0.2% of the window, and 150 tokens);
+        clearing runs from 35% down to 20%, and folding from 70% keeps 5% verbatim with a facts
+        section of at most 5% of the window.
         """
         preset: dict[str, Any] = {
             "clear_at": 0.35,
             "clear_to": 0.20,
             "summarize_at": 0.70,
             "fold_keep_share": 0.05,
-            "gist_max_tokens": 0,
+            "gist_max_tokens": 150,
+            "gist_window_share": 0.002,
             "fold_facts_share": 0.05,
         }
         return cls(mask_after_turns=mask_after_turns, **(preset | changes))
@@ -212,6 +218,8 @@ def _check(policy: ContextPolicy) -> None:
     _check_count(policy, "keep_tool_results", minimum=0)
     _check_count(policy, "gist_max_tokens", minimum=0)
     _check_share(policy, "gist_share", upper_inclusive=True)
+    if policy.gist_window_share is not None:
+        _check_share(policy, "gist_window_share", upper_inclusive=True)
     _check_count(policy, "summarizer_retries", minimum=0)
     if policy.mask_after_turns is not None:
         _check_count(policy, "mask_after_turns", minimum=1)
