@@ -86,10 +86,10 @@ class ClearLayer:
         if used > budget.clear_at or budget.force:
             boundary, view, events = self._batch(index, messages, boundary, masked, view, used, budget)
         turns = mask_turns(index)
-        hidden = _hidden(index, boundary, masked)
         if events or turns != boundary.masked_turns:  # a batch, or the mask moved: their placeholders' counts travel
             stored = index.memo.get("boundary")
             grown_from = stored[0] if stored is not None and stored[1] is self._stored else None
+            hidden = _hidden(index, boundary, masked)
             boundary = remembered(index, boundary, hidden, self._made, self.meter, turns)
             index.memo["boundary"] = (boundary.to_state(grown_from), boundary)  # the next call finds it in its state
             index.memo["view"] = (boundary, masked, list(view))
