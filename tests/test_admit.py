@@ -6,12 +6,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deepagents.backends import FilesystemBackend, StateBackend
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from ctxwarden import ContextPolicy, context_report, create_context_agent
 from ctxwarden.admit import Instructions, candidate_paths
+from ctxwarden.admit.memory import MemoryIndex, local_path
 from ctxwarden.replay import scripted_model
+from ctxwarden.stack.discover import AgentBackend
+from ctxwarden.stack.isolation import ThreadIsolatedBackend
 from ctxwarden.trace import TraceStore
 
 CONFIG = {"configurable": {"thread_id": "admit"}}
@@ -193,3 +197,52 @@ def test_missing_sources_never_break_the_agent(tmp_path: Path, state_dir: Path, 
     options["instructions"] = {"instructions": tmp_path / "no-such-dir"}
     messages, _prompts = _run(state_dir, ["fine"], **options[kind])
     assert messages[-1].content == "fine"
+
+
+class _CountingBackend(FilesystemBackend):
+    """A filesystem backend that counts what it is asked to download."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root_dir=root, virtual_mode=True)
+        self.downloads: list[str] = []
+
+    def download_files(self, paths: list[str]) -> Any:
+        self.downloads.extend(paths)
+        return super().download_files(paths)
+
+
+@pytest.mark.parametrize("wrapped", ["bare", "isolated", "agent"])
+def test_a_local_memory_index_is_read_again_only_when_its_file_changed(tmp_path: Path, wrapped: str) -> None:
+    inner = _CountingBackend(tmp_path)
+    backend: Any = {
+        "bare": inner,
+        "isolated": ThreadIsolatedBackend(inner),
+        "agent": _adopted(tmp_path, inner),
+    }[wrapped]
+    (tmp_path / "memory").mkdir()
+    index = tmp_path / "memory" / "MEMORY.md"
+    index.write_text("- [Style](/memory/style.md) — tabs\n", encoding="utf-8")
+    memory = MemoryIndex(backend, "/memory/MEMORY.md", 2_000)
+    first = [memory.section()[0] for _ in range(5)]
+    assert inner.downloads == ["/memory/MEMORY.md"]  # four calls answered by a stat
+    assert len(set(first)) == 1
+    assert "- [Style](/memory/style.md) — tabs" in first[0]
+
+    index.write_text("- [Style](/memory/style.md) — tabs\n- [Deploy](/memory/deploy.md) — how\n", encoding="utf-8")
+    assert "- [Deploy](/memory/deploy.md) — how" in memory.section()[0]
+    index.unlink()
+    assert "(no notes yet)" in memory.section()[0]
+    assert inner.downloads == ["/memory/MEMORY.md"] * 3
+
+
+def _adopted(state: Path, inner: FilesystemBackend) -> AgentBackend:
+    """ctxwarden's own backend, having found `inner` behind deepagents' file tools."""
+    backend = AgentBackend(state)
+    backend._found = inner
+    return backend
+
+
+def test_a_memory_index_on_another_backend_is_read_on_every_call() -> None:
+    backend = StateBackend()
+    assert local_path(backend, "/memory/MEMORY.md") is None  # nothing to stat: each call reads (fresh, as before)
+    assert local_path(FilesystemBackend(root_dir="/srv", virtual_mode=True), "/memory/../x") is None

@@ -13,7 +13,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden import ContextPolicy, context_middleware
-from ctxwarden.core.gauge_note import NOTE_SOURCE, RANK
+from ctxwarden.core import gauge_note
+from ctxwarden.core.gauge_note import NOTE_SOURCE, RANK, GaugeNote
 from ctxwarden.replay import scripted_model
 from ctxwarden.report import context_report
 from views import Views
@@ -118,3 +119,26 @@ def test_the_context_report_shows_the_notes_the_agent_received(tmp_path: Path) -
 def test_a_bad_gauge_notes_value_is_refused(value: Any) -> None:
     with pytest.raises(ValueError, match="gauge_notes"):
         ContextPolicy(gauge_notes=value)
+
+
+def test_notes_are_placed_again_only_when_the_thread_did_not_just_grow(monkeypatch: pytest.MonkeyPatch) -> None:
+    searched: list[int] = []
+    original = gauge_note.placed
+
+    def spied(messages: Any, notes: Any) -> Any:
+        searched.append(len(messages))
+        return original(messages, notes)
+
+    monkeypatch.setattr(gauge_note, "placed", spied)
+    note = GaugeNote(POLICY)
+    thread: list[Any] = [HumanMessage("Fix the parser.", id="h0")]
+    thread += [AIMessage(f"step {i}", id=f"a{i}") for i in range(50)]
+    notes = [{"after": "a10", "gauge": "warn", "text": "warn note"}, {"after": "a40", "gauge": "critical", "text": "c"}]
+    for grown in range(5):  # one call per step: the thread only grew
+        thread.append(AIMessage(f"more {grown}", id=f"m{grown}"))
+        shown = note._place(thread, notes)
+        assert shown == original(thread, notes)
+    assert searched == [52]  # the anchors were searched for once
+    folded = thread[20:]  # a fold took the first anchor: the placement is made anew, and says so
+    assert note._place(folded, notes) is None
+    assert searched == [52, len(folded)]

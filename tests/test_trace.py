@@ -7,11 +7,17 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
 
+from ctxwarden import create_context_agent
+from ctxwarden.replay import scripted_model
 from ctxwarden.trace import TraceEvent, TraceRecorder, TraceStore
 from ctxwarden.trace.migrations import MIGRATIONS
+from ctxwarden.trace.store import SqliteTraceStore
 
 EXPECTED_COLUMNS = [
     # name, type, notnull, default, primary key
@@ -210,3 +216,58 @@ def test_a_disabled_recorder_records_nothing() -> None:
     assert not recorder.enabled
     assert recorder.record("x", {}) is None
     assert recorder.failures == 0
+
+
+class _HeldStore(SqliteTraceStore):
+    """A SQLite trace that holds `model_usage` appends until released, noting which thread appended what."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.release = threading.Event()
+        self.appended_by: list[tuple[str, str]] = []
+
+    def append(self, events: Any) -> list[TraceEvent]:
+        batch = list(events)
+        if any(e.kind == "model_usage" for e in batch):
+            self.release.wait(10)
+        self.appended_by.extend((e.kind, threading.current_thread().name) for e in batch)
+        return super().append(batch)
+
+
+def test_a_step_does_not_wait_for_its_usage_event_and_the_run_ends_with_all_written(tmp_path: Path) -> None:
+    store = _HeldStore(tmp_path / "trace.sqlite")
+    tool_ran = threading.Event()
+
+    @tool
+    def probe() -> str:
+        """Look around."""
+        tool_ran.set()
+        return "nothing here"
+
+    calls = [AIMessage("", tool_calls=[{"name": "probe", "args": {}, "id": "p1"}]), AIMessage("done")]
+    agent = create_context_agent(scripted_model(calls, window=32_000), [probe], state_dir=tmp_path / "s", trace=store)
+    caller = threading.Thread(
+        target=lambda: agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "held"}})
+    )
+    caller.start()
+    try:
+        assert tool_ran.wait(10), "the first step waited for its usage event to be written"
+        assert ("model_usage", "ctxwarden-trace") not in store.appended_by  # still held, and the tool already ran
+    finally:
+        store.release.set()
+        caller.join(10)
+    assert not caller.is_alive()
+    usage = [name for kind, name in store.appended_by if kind == "model_usage"]
+    assert usage == ["ctxwarden-trace", caller.name]  # the last call ends the run: written in it, after the first
+    assert [e.kind for e in store.events(thread_id="held")] == ["model_usage", "tool_call", "model_usage"]
+    agent.checkpointer.conn.close()
+
+
+def test_a_later_event_that_cannot_be_written_is_counted(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    recorder = TraceRecorder(blocker / "trace.sqlite")
+    assert recorder.record_later([("model_usage", {}, None), ("model_switch", {}, None)]) == 2
+    assert recorder.flush()
+    assert recorder.failures == 2
+    assert f"cannot open the trace at {blocker}" in (recorder.last_error or "")

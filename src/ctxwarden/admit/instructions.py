@@ -4,9 +4,9 @@ Broad first (the root's file, then each folder's on the way down), each labelled
 its folder; a file identical to one already taken counts once. Each file is capped
 (`instruction_file_max_chars`) and all of them together (`instructions_max_chars`);
 past the budget one line names what was omitted. The repository root is the nearest
-folder holding `.git`; without one, only the working directory is read. Files are
-re-read when they change (size or modification time), and the rendered section is
-reused while they do not.
+folder holding `.git`; without one, only the working directory is read. The candidate
+files are found once; each is re-read when it changes (size or modification time), and
+the rendered section is reused while none does.
 """
 
 from __future__ import annotations
@@ -52,10 +52,14 @@ class Instructions:
         self.working_dir = Path(working_dir)
         self.per_file, self.total = per_file, total
         self._rendered: tuple[tuple[tuple[str, int, int], ...], str, list[str]] | None = None
+        self._paths: list[Path] | None = None
+        """The candidate files, found on first use (the repository root does not move under a running agent)."""
 
     def section(self) -> tuple[str, list[str]]:
         """The rendered section and the problems to report (unreadable files contribute nothing)."""
-        paths = candidate_paths(self.working_dir)
+        if self._paths is None:
+            self._paths = candidate_paths(self.working_dir)
+        paths = self._paths
         signature = tuple(_stat(p) for p in paths)
         if self._rendered is not None and self._rendered[0] == signature:
             return self._rendered[1], self._rendered[2]

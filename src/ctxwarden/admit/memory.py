@@ -2,13 +2,19 @@
 
 The index is read from the backend on every call (it is small) and re-rendered only
 when its bytes change, so a note the agent adds shows up on the next call, and an
-unchanged index stays byte-identical. The section tells the agent, in a few lines,
+unchanged index stays byte-identical. When the backend keeps it in a local file (a
+`FilesystemBackend`, bare or wrapped by ctxwarden), a `stat` that finds the file as it
+was read last stands in for the read. The section tells the agent, in a few lines,
 how to add a note with the ordinary file tools.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
+
+from deepagents.backends import FilesystemBackend
 
 from ctxwarden.admit.sections import capped_lines
 
@@ -21,6 +27,8 @@ class MemoryIndex:
     def __init__(self, backend: Any, path: str, max_chars: int) -> None:
         self.backend, self.path, self.max_chars = backend, path, max_chars
         self._rendered: tuple[bytes | None, str, str | None] | None = None
+        self._read_last: tuple[tuple[int, ...], tuple[bytes | None, str | None]] | None = None
+        """The local file's signature at the last read, and what that read gave."""
 
     @property
     def folder(self) -> str:
@@ -36,6 +44,15 @@ class MemoryIndex:
         return text, problem
 
     def _read(self) -> tuple[bytes | None, str | None]:
+        file = local_path(self.backend, self.path)
+        signature = _signature(file) if file is not None else None
+        if signature is not None and self._read_last is not None and self._read_last[0] == signature:
+            return self._read_last[1]
+        read = self._download()
+        self._read_last = (signature, read) if signature is not None else None
+        return read
+
+    def _download(self) -> tuple[bytes | None, str | None]:
         if self.backend is None:
             return None, "no backend to read the memory index from"
         try:
@@ -68,4 +85,28 @@ class MemoryIndex:
         return f"{head}\n{capped_lines(lines, self.max_chars, omitted)}", None
 
 
-__all__ = ["DEFAULT_MEMORY_INDEX", "MemoryIndex"]
+def local_path(backend: Any, path: str) -> Path | None:
+    """The local file behind `path` on `backend`, or `None` when it is not known to be one.
+
+    A `FilesystemBackend` maps it under its root (virtual mode) or takes it as it is; a
+    wrapper says through its own `local_path`. Used only to notice that a file has not
+    changed: the read itself always goes through the backend.
+    """
+    if isinstance(backend, FilesystemBackend):
+        if backend.virtual_mode:
+            return None if ".." in path else backend.cwd / path.lstrip("/")
+        return Path(path) if Path(path).is_absolute() else None
+    own = getattr(type(backend), "local_path", None)
+    return own(backend, path) if callable(own) else None
+
+
+def _signature(file: Path) -> tuple[int, ...]:
+    """What changes when the file is written, replaced or removed."""
+    try:
+        info = os.stat(file)
+    except OSError:
+        return (0,)
+    return (1, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+__all__ = ["DEFAULT_MEMORY_INDEX", "MemoryIndex", "local_path"]

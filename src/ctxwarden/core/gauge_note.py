@@ -19,6 +19,7 @@ finds the notes an agent received.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Annotated, Any, NotRequired, cast
 
@@ -129,6 +130,31 @@ class GaugeNote:
 
     def __init__(self, policy: ContextPolicy) -> None:
         self.policy = policy
+        self._placed: tuple[list[BaseMessage], tuple[tuple[str, str, str], ...], list[BaseMessage]] | None = None
+        """The last placement: the messages and notes it was made from, and the result (reused as they grow)."""
+
+    def _place(self, messages: Sequence[BaseMessage], notes: list[dict[str, str]]) -> list[BaseMessage] | None:
+        """`placed(messages, notes)`, extending the last placement when `messages` extends its messages.
+
+        The notes sit after anchors already placed, so a call that only added messages at the
+        end costs an identity check of the list, not a search for each anchor.
+        """
+        key = tuple((n["after"], n["gauge"], n["text"]) for n in notes)
+        last = self._placed
+        if (
+            last is not None
+            and last[1] == key
+            and len(last[0]) <= len(messages)
+            and all(map(operator.is_, last[0], messages))
+        ):
+            shown = [*last[2], *messages[len(last[0]) :]]
+        else:
+            found = placed(messages, notes)
+            if found is None:
+                return None
+            shown = found
+        self._placed = (list(messages), key, shown)
+        return list(shown)
 
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         if not self.policy.gauge_notes:
@@ -139,10 +165,10 @@ class GaugeNote:
         known: list[dict[str, str]] = [dict(n) for n in raw if isinstance(n, dict)] if isinstance(raw, list) else []
         kept = [n for n in known if RANK.get(n.get("gauge", ""), 3) <= RANK[level]]
         messages = request.messages
-        shown = placed(messages, kept) if kept else list(messages)
+        shown = self._place(messages, kept) if kept else list(messages)
         if shown is None:  # an anchor left the view (a fold took it): its note goes with it
             kept = [n for n in kept if placed(messages, [n]) is not None]
-            shown = placed(messages, kept) or list(messages)
+            shown = self._place(messages, kept) or list(messages)
         events: list[Any] = []
         stamp = None
         if rose(previous_level(state.get("messages") or messages), level) and messages and messages[-1].id:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import operator
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -213,18 +213,24 @@ class TokenMeter:
         sizes = self._call_sizes(message)
         return {str(call.get("id")): size for call, size in zip(calls, sizes, strict=True)}
 
-    def carry(self, message: BaseMessage) -> BaseMessage:
+    def carry(self, message: BaseMessage, metadata: Mapping[str, Any] | None = None) -> BaseMessage:
         """`message` with its token count attached, for the next process that loads it (see `core.stamp`).
 
         The copy is known to this meter already, so carrying costs no second count. A meter
-        whose counter has no name (an anonymous callable) carries nothing.
+        whose counter has no name (an anonymous callable) carries nothing. `metadata` is
+        added to the copy's response metadata too (one copy for both, as the stamp of a reply).
         """
+        added = dict(metadata or {})
         if self.count_key is None:
-            return message
+            return (
+                message.model_copy(update={"response_metadata": {**message.response_metadata, **added}})
+                if added
+                else message
+            )
         tokens = self.message_tokens(message)
         args = self._call_sizes(message) if getattr(message, "tool_calls", None) else None
-        record = count_record(tokens, self.count_key, message, args)
-        copy = message.model_copy(update={"response_metadata": {**message.response_metadata, COUNT_KEY: record}})
+        added[COUNT_KEY] = count_record(tokens, self.count_key, message, args)
+        copy = message.model_copy(update={"response_metadata": {**message.response_metadata, **added}})
         self._by_object.put(copy, tokens)
         if args is not None:
             self._args_by_object.put(copy, args)

@@ -28,6 +28,7 @@ from deepagents.backends.protocol import BackendProtocol
 from deepagents.middleware.filesystem import FilesystemMiddleware
 from langchain.agents.middleware.types import ModelRequest
 
+from ctxwarden.admit.memory import local_path
 from ctxwarden.core.layers import CallBudget, LayerEdit
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
 from ctxwarden.stack.middleware import ContextWindowMiddleware
@@ -155,6 +156,10 @@ class AgentBackend(BackendProtocol):
         if self._fallback is None:
             self._fallback = ThreadIsolatedBackend(FilesystemBackend(root_dir=self.state_dir, virtual_mode=True))
         return self._fallback
+
+    def local_path(self, path: str) -> Path | None:
+        """The local file behind `path` on the current backend, if it is one (see `admit.memory.local_path`)."""
+        return local_path(self.current, path)
 
     def __repr__(self) -> str:
         return f"AgentBackend(current={self.current!r})"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from deepagents.backends.protocol import (
@@ -40,6 +41,7 @@ from deepagents.backends.protocol import (
     WriteResult,
 )
 
+from ctxwarden.admit.memory import local_path
 from ctxwarden.core.io import Call, Steps, arun, method, run
 from ctxwarden.core.layout import DATABASES, HISTORY_DIR, LARGE_RESULTS_DIR, safe_component
 from ctxwarden.core.runtime import step_context
@@ -108,6 +110,12 @@ class ThreadIsolatedBackend(BackendProtocol):
         if name == "inner":  # not set yet (e.g. while unpickling)
             raise AttributeError(name)
         return getattr(self.inner, name)  # the wrapped backend's own attributes (root_dir, cwd, ...)
+
+    def local_path(self, path: str) -> Path | None:
+        """The local file behind `path` on the wrapped backend, for a path this wrapper passes through unchanged."""
+        if owner_of(path) is not None or self.refusal(path) is not None:
+            return None
+        return local_path(self.inner, path)
 
     def refusal(self, path: str) -> str | None:
         """Why the running thread may not touch `path`, or `None` when it may."""

@@ -21,6 +21,7 @@ loads the thread reads the counts instead of tokenizing the history again.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import json
@@ -129,7 +130,8 @@ class ContextWindowMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         shaped = self._shape(request)
-        self.recorder.record_all(shaped.events + _before_call_events(shaped.request, shaped.budget))
+        self.recorder.record_all(shaped.events)
+        self.recorder.record_later(_before_call_events(shaped.request, shaped.budget))
         try:
             response = handler(shaped.request)
         except Exception as exc:
@@ -146,7 +148,11 @@ class ContextWindowMiddleware(AgentMiddleware):
                     raise _still_too_large(first, shaped, again) from again
                 raise
         result, events = self._finish(response, shaped)
-        self.recorder.record_all(events)
+        if _asks_for_tools(result):  # the tools run next: the usage event is written meanwhile, off the call's path
+            self.recorder.record_later(events)
+        else:  # the run may end here: everything it recorded is in the trace when it returns, for any reader
+            self.recorder.flush()
+            self.recorder.record_all(events)
         return cast("ModelResponse[Any]", result)
 
     async def awrap_model_call(
@@ -155,7 +161,8 @@ class ContextWindowMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         shaped = await self._ashape(request)
-        await self.recorder.arecord_all(shaped.events + _before_call_events(shaped.request, shaped.budget))
+        await self.recorder.arecord_all(shaped.events)
+        self.recorder.record_later(_before_call_events(shaped.request, shaped.budget))
         try:
             response = await handler(shaped.request)
         except Exception as exc:
@@ -172,7 +179,11 @@ class ContextWindowMiddleware(AgentMiddleware):
                     raise _still_too_large(first, shaped, again) from again
                 raise
         result, events = self._finish(response, shaped)
-        await self.recorder.arecord_all(events)
+        if _asks_for_tools(result):
+            self.recorder.record_later(events)
+        else:
+            await asyncio.to_thread(self.recorder.flush)
+            await self.recorder.arecord_all(events)
         return cast("ModelResponse[Any]", result)
 
     def _finish(self, response: Any, shaped: _Shaped) -> tuple[Any, list[PendingEvent]]:
@@ -220,8 +231,7 @@ class ContextWindowMiddleware(AgentMiddleware):
                 "reported_input_tokens": reported or None,
             }
         )
-        stamped = message.model_copy(update={"response_metadata": {**message.response_metadata, METADATA_KEY: record}})
-        return cast(AIMessage, self.meter.carry(stamped))
+        return cast(AIMessage, self.meter.carry(message, {METADATA_KEY: record}))  # one copy: stamp and count
 
     def _usage_event(self, message: AIMessage, budget: CallBudget) -> PendingEvent:
         usage = message.usage_metadata
@@ -312,6 +322,14 @@ class _Shaped:
         self.events.extend(edit.events)
         self.stamp.update(edit.stamp or {})
         emit_layer_events(edit.events)  # a client streaming `custom` sees each batch, fold and note as it happens
+
+
+def _asks_for_tools(result: Any) -> bool:
+    """Whether the stamped reply calls tools (so the agent's loop goes on to the tools node)."""
+    if isinstance(result, ExtendedModelResponse):
+        result = result.model_response
+    messages = [result] if isinstance(result, AIMessage) else list(getattr(result, "result", None) or ())
+    return any(isinstance(m, AIMessage) and m.tool_calls for m in messages)
 
 
 def _before_call_events(request: ModelRequest[Any], budget: CallBudget) -> list[PendingEvent]:

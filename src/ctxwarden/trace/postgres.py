@@ -46,6 +46,7 @@ from ctxwarden.trace.store import (
     register_store,
     spend_of,
 )
+from ctxwarden.trace.writer import flush_writes
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -191,6 +192,7 @@ class PostgresTraceStore(TraceStore):
             self._conn = None
 
     def close(self) -> None:
+        flush_writes()  # what this process queued goes out before its connection
         self._drop()
 
     def __del__(self) -> None:
@@ -224,6 +226,7 @@ class PostgresTraceStore(TraceStore):
         since: float | None = None,
         limit: int | None = None,
     ) -> list[TraceEvent]:
+        flush_writes()
         where, args = filters("%s", thread_id=_text(thread_id), kind=kind, since=since)
         sql = f"SELECT {', '.join(COLUMNS)} FROM {self.schema}.events{where} ORDER BY id"
         if limit is not None:
@@ -232,10 +235,12 @@ class PostgresTraceStore(TraceStore):
         return [event_of(row) for row in rows]
 
     def threads(self) -> list[str]:
+        flush_writes()
         sql = f"SELECT DISTINCT thread_id FROM {self.schema}.events WHERE thread_id IS NOT NULL"
         return sorted(str(row[0]) for row in self._run(lambda cur: cur.execute(sql).fetchall()))
 
     def spend(self, thread_id: str) -> dict[str, dict[str, int]]:
+        flush_writes()
         sql = f"""
             SELECT COALESCE(payload->>'role', 'main'), COUNT(*), SUM({_number("input_tokens")}),
                    SUM({_number("output_tokens")}), SUM({_number("cached_input_tokens")})
@@ -245,6 +250,7 @@ class PostgresTraceStore(TraceStore):
         return spend_of(self._run(lambda cur: cur.execute(sql, (_text(thread_id),)).fetchall()))
 
     def lifecycle(self, thread_id: str) -> dict[str, dict[str, int]]:
+        flush_writes()
         sql = f"""
             SELECT kind, COUNT(*), SUM(COALESCE({_number("tokens")}, 0)), SUM(COALESCE({_number("freed")}, 0))
             FROM {self.schema}.events
@@ -256,6 +262,8 @@ class PostgresTraceStore(TraceStore):
         return lifecycle_of(rows)
 
     def verify(self) -> list[str]:
+        flush_writes()
+
         def check(cur: Any) -> list[str]:
             problems: list[str] = []
             have = applied(cur, self.schema)

@@ -18,6 +18,7 @@ from typing import Any
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.runtime import step_context
 from ctxwarden.trace.store import TraceEvent, TraceStore
+from ctxwarden.trace.writer import LaterWriter
 
 logger = logging.getLogger("ctxwarden.trace")
 
@@ -30,8 +31,21 @@ class TraceRecorder:
         connection or pool); `None` records nothing.
         """
         self.store = store if store is None or isinstance(store, TraceStore) else TraceStore(store)
-        self.failures = 0
-        self.last_error: str | None = None
+        self._failures = 0
+        self._last_error: str | None = None
+        self._later = LaterWriter(self._write_all)
+
+    @property
+    def failures(self) -> int:
+        """Events given up so far (queued ones included: it waits for them to be written first)."""
+        self.flush()
+        return self._failures
+
+    @property
+    def last_error(self) -> str | None:
+        """The last write error, after waiting for the queued events."""
+        self.flush()
+        return self._last_error
 
     @property
     def enabled(self) -> bool:
@@ -68,11 +82,29 @@ class TraceRecorder:
         built = self._built(events, thread_id)
         return await asyncio.to_thread(self._write_all, built) if built else 0
 
+    def record_later(self, events: list[PendingEvent]) -> int:
+        """Queue observations (usage, model switches) for the background writer; returns how many were queued.
+
+        The config is read here, in the step's context; the write happens off the caller's
+        path (see `ctxwarden.trace.writer`). `flush` waits for them; every read of a trace does.
+        """
+        built = self._built(events, None)
+        if built:
+            self._later.put(built)
+        return len(built)
+
+    def flush(self) -> bool:
+        """Wait until every queued event is written (or counted as a failure); False on timeout."""
+        return self._later.flush()
+
     def _built(self, events: list[PendingEvent], thread_id: str | None) -> list[TraceEvent]:
         """The events to write now (none when disabled)."""
         if self.store is None:
             return []
-        return [self.event(kind, payload, model=model, thread_id=thread_id) for kind, payload, model in events]
+        # ids sort by when an event happened, not when it is written (a later event may be written first)
+        return [
+            self.event(kind, payload, model=model, thread_id=thread_id).with_id() for kind, payload, model in events
+        ]
 
     def _write(self, event: TraceEvent) -> TraceEvent | None:
         return event if self._write_all([event]) else None
@@ -82,9 +114,9 @@ class TraceRecorder:
         try:
             return len(self.store.append(events))
         except Exception as exc:  # a trace failure must never end the run
-            self.failures += len(events)
-            self.last_error = f"{type(exc).__name__}: {exc}"
-            logger.warning("%d trace event(s) not recorded (%s)", len(events), self.last_error)
+            self._failures += len(events)
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            logger.warning("%d trace event(s) not recorded (%s)", len(events), self._last_error)
             return 0
 
 

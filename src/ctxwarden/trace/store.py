@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 from ctxwarden.core.sqlite import open_shared, retry_when_locked
 from ctxwarden.errors import TraceError
 from ctxwarden.trace.migrations import MIGRATIONS, applied, migrate
+from ctxwarden.trace.writer import flush_writes
 
 T = TypeVar("T")
 
@@ -240,6 +241,7 @@ class SqliteTraceStore(TraceStore):
         return conn
 
     def close(self) -> None:
+        flush_writes()  # what this process queued goes out before its connection
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
@@ -280,6 +282,7 @@ class SqliteTraceStore(TraceStore):
         since: float | None = None,
         limit: int | None = None,
     ) -> list[TraceEvent]:
+        flush_writes()
         where, args = filters("?", thread_id=thread_id, kind=kind, since=since)
         sql = f"SELECT {', '.join(COLUMNS)} FROM events{where} ORDER BY id"
         if limit is not None:
@@ -289,11 +292,13 @@ class SqliteTraceStore(TraceStore):
         return [event_of(row) for row in rows]
 
     def threads(self) -> list[str]:
+        flush_writes()
         with self._lock:
             rows = self._connect().execute("SELECT DISTINCT thread_id FROM events WHERE thread_id IS NOT NULL")
             return sorted(row[0] for row in rows)
 
     def spend(self, thread_id: str) -> dict[str, dict[str, int]]:
+        flush_writes()
         sql = """
             SELECT COALESCE(json_extract(payload, '$.role'), 'main'), COUNT(*),
                    SUM(json_extract(payload, '$.input_tokens')), SUM(json_extract(payload, '$.output_tokens')),
@@ -305,6 +310,7 @@ class SqliteTraceStore(TraceStore):
         return spend_of(rows)
 
     def lifecycle(self, thread_id: str) -> dict[str, dict[str, int]]:
+        flush_writes()
         sql = f"""
             SELECT kind, COUNT(*),
                    SUM(COALESCE(json_extract(payload, '$.tokens'), 0)),
@@ -319,6 +325,7 @@ class SqliteTraceStore(TraceStore):
         return lifecycle_of(rows)
 
     def verify(self) -> list[str]:
+        flush_writes()
         problems: list[str] = []
         with self._lock:
             conn = self._connect()
