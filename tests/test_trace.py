@@ -271,3 +271,20 @@ def test_a_later_event_that_cannot_be_written_is_counted(tmp_path: Path) -> None
     assert recorder.flush()
     assert recorder.failures == 2
     assert f"cannot open the trace at {blocker}" in (recorder.last_error or "")
+
+
+async def test_an_async_run_ends_with_every_usage_event_written(tmp_path: Path) -> None:
+    @tool
+    def look(page: int) -> str:
+        """Look at a page."""
+        return f"page {page}"
+
+    calls = [AIMessage("", tool_calls=[{"name": "look", "args": {"page": i}, "id": f"l{i}"}]) for i in range(3)]
+    trace = tmp_path / "trace.sqlite"
+    agent = create_context_agent(
+        scripted_model([*calls, AIMessage("done")], window=32_000), [look], state_dir=tmp_path / "s", trace=trace
+    )
+    await agent.ainvoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "async"}})
+    rows = sqlite3.connect(trace).execute("SELECT kind FROM events WHERE thread_id = 'async' ORDER BY id").fetchall()
+    assert [kind for (kind,) in rows] == ["model_usage", "tool_call"] * 3 + ["model_usage"]  # another reader's view
+    agent.checkpointer.conn.close()
