@@ -10,7 +10,7 @@ from deepagents.backends import FilesystemBackend, StateBackend
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from ctxwarden import ContextPolicy, context_report, create_context_agent
+from ctxwarden import ContextPolicy, TokenMeter, context_report, create_context_agent
 from ctxwarden.admit import Instructions, candidate_paths
 from ctxwarden.admit.memory import MemoryIndex, local_path
 from ctxwarden.replay import scripted_model
@@ -246,3 +246,24 @@ def test_a_memory_index_on_another_backend_is_read_on_every_call() -> None:
     backend = StateBackend()
     assert local_path(backend, "/memory/MEMORY.md") is None  # nothing to stat: each call reads (fresh, as before)
     assert local_path(FilesystemBackend(root_dir="/srv", virtual_mode=True), "/memory/../x") is None
+
+
+def test_a_call_whose_sections_change_only_the_system_prompt_measures_its_messages_once(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    measured: list[int] = []
+    original = TokenMeter.messages_tokens
+
+    def counted(self: TokenMeter, messages: Any) -> int:
+        measured.append(len(messages))
+        return original(self, messages)
+
+    monkeypatch.setattr(TokenMeter, "messages_tokens", counted)
+    (state_dir / "memory").mkdir(parents=True)
+    (state_dir / "memory" / "MEMORY.md").write_text("- [Style](/memory/style.md) — code style\n", encoding="utf-8")
+    messages, _prompts = _run(state_dir, ["one", "two"], memory="/memory/MEMORY.md", instructions=_repo(tmp_path))
+    assert measured == [1, 3]  # one measure per call: the admitted prompt reuses the messages' count
+    meter = TokenMeter()
+    for reply, upto in ((messages[1], 1), (messages[3], 3)):
+        stamp = reply.response_metadata["ctxwarden"]
+        assert stamp["message_tokens"] == meter.messages_tokens(messages[:upto])  # the count is the full one

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
@@ -45,11 +44,12 @@ from ctxwarden.core.gauge_note import GaugeNote
 from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
-from ctxwarden.core.stamp import METADATA_KEY, RECENT, last_stamped
+from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.stream import emit_layer_events
 from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import ContextStillTooLargeError, is_context_overflow
 from ctxwarden.fold.tool import make_compact_tool
+from ctxwarden.stack.call_events import asks_for_tools, before_call_events, failed_call_events, tool_event
 from ctxwarden.stack.pick import ModelPicker
 from ctxwarden.stack.search_scope import ThreadScope
 from ctxwarden.thread.view import ContextState
@@ -90,10 +90,26 @@ class ContextWindowMiddleware(AgentMiddleware):
         """Takes deepagents' summarization slot, ahead of user middleware (see module docstring)."""
         return SLOT_NAME
 
-    def budget(self, request: ModelRequest[Any], *, force: bool = False, like: CallBudget | None = None) -> CallBudget:
+    def budget(
+        self,
+        request: ModelRequest[Any],
+        *,
+        force: bool = False,
+        like: CallBudget | None = None,
+        before: ModelRequest[Any] | None = None,
+    ) -> CallBudget:
         """Measure `request` against the window of `request.model` (the window of `like`, measured for the same
-        model earlier in this call, is not resolved again)."""
+        model earlier in this call, is not resolved again; when `like` was measured on `before` and only the system
+        message changed since, as the admitted sections change it, the messages and tools are not measured again)."""
         window = like.window if like is not None else resolve_window(request.model, self.policy.window)
+        if (
+            like is not None
+            and before is not None
+            and request.messages is before.messages
+            and request.tools is before.tools
+        ):
+            system = self.meter.system_tokens(request.system_message)
+            return CallBudget(window, dataclasses.replace(like.measurement, system=system), self.policy, force)
         measurement = self.meter.measure(
             request.messages,
             system_message=request.system_message,
@@ -131,11 +147,11 @@ class ContextWindowMiddleware(AgentMiddleware):
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         shaped = self._shape(request)
         self.recorder.record_all(shaped.events)
-        self.recorder.record_later(_before_call_events(shaped.request, shaped.budget))
+        self.recorder.record_later(before_call_events(shaped.request, shaped.budget))
         try:
             response = handler(shaped.request)
         except Exception as exc:
-            self.recorder.record_all(_failed_call_events(exc, shaped.budget))
+            self.recorder.record_all(failed_call_events(exc, shaped.budget))
             if not is_context_overflow(exc):
                 raise
             first, shaped = shaped, self._shape(request, force=True)  # one round of forced clearing and folding
@@ -143,12 +159,12 @@ class ContextWindowMiddleware(AgentMiddleware):
             try:
                 response = handler(shaped.request)
             except Exception as again:
-                self.recorder.record_all(_failed_call_events(again, shaped.budget))
+                self.recorder.record_all(failed_call_events(again, shaped.budget))
                 if is_context_overflow(again):
                     raise _still_too_large(first, shaped, again) from again
                 raise
         result, events = self._finish(response, shaped)
-        if _asks_for_tools(result):  # the tools run next: the usage event is written meanwhile, off the call's path
+        if asks_for_tools(result):  # the tools run next: the usage event is written meanwhile, off the call's path
             self.recorder.record_later(events)
         else:  # the run may end here: everything it recorded is in the trace when it returns, for any reader
             self.recorder.flush()
@@ -162,11 +178,11 @@ class ContextWindowMiddleware(AgentMiddleware):
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         shaped = await self._ashape(request)
         await self.recorder.arecord_all(shaped.events)
-        self.recorder.record_later(_before_call_events(shaped.request, shaped.budget))
+        self.recorder.record_later(before_call_events(shaped.request, shaped.budget))
         try:
             response = await handler(shaped.request)
         except Exception as exc:
-            await self.recorder.arecord_all(_failed_call_events(exc, shaped.budget))
+            await self.recorder.arecord_all(failed_call_events(exc, shaped.budget))
             if not is_context_overflow(exc):
                 raise
             first, shaped = shaped, await self._ashape(request, force=True)  # one round of forced clearing and folding
@@ -174,12 +190,12 @@ class ContextWindowMiddleware(AgentMiddleware):
             try:
                 response = await handler(shaped.request)
             except Exception as again:
-                await self.recorder.arecord_all(_failed_call_events(again, shaped.budget))
+                await self.recorder.arecord_all(failed_call_events(again, shaped.budget))
                 if is_context_overflow(again):
                     raise _still_too_large(first, shaped, again) from again
                 raise
         result, events = self._finish(response, shaped)
-        if _asks_for_tools(result):
+        if asks_for_tools(result):
             self.recorder.record_later(events)
         else:
             await asyncio.to_thread(self.recorder.flush)
@@ -264,11 +280,11 @@ class ContextWindowMiddleware(AgentMiddleware):
         try:
             result = handler(request)
         except Exception as exc:
-            self.recorder.record_all([_tool_event(request, None, started, exc)])
+            self.recorder.record_all([tool_event(request, None, started, exc)])
             raise
-        tool_event = _tool_event(request, result, started, None)
+        called = tool_event(request, result, started, None)
         evicted, evictions = self.evictor.evict(request, result)
-        self.recorder.record_all([tool_event, *evictions])
+        self.recorder.record_all([called, *evictions])
         return self._carry(evicted)
 
     async def awrap_tool_call(
@@ -280,11 +296,11 @@ class ContextWindowMiddleware(AgentMiddleware):
         try:
             result = await handler(request)
         except Exception as exc:
-            await self.recorder.arecord_all([_tool_event(request, None, started, exc)])
+            await self.recorder.arecord_all([tool_event(request, None, started, exc)])
             raise
-        tool_event = _tool_event(request, result, started, None)
+        called = tool_event(request, result, started, None)
         evicted, evictions = await self.evictor.aevict(request, result)
-        await self.recorder.arecord_all([tool_event, *evictions])
+        await self.recorder.arecord_all([called, *evictions])
         return self._carry(evicted)
 
     def _carry(self, result: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
@@ -316,49 +332,12 @@ class _Shaped:
             return
         if edit.request is not self.request:
             like = self.budget if edit.request.model is self.request.model else None
-            self.request, self.budget = edit.request, measure(edit.request, like=like)
+            self.request, self.budget = edit.request, measure(edit.request, like=like, before=self.request)
             self.applied.append(layer.name)
         self.state.update(edit.state or {})
         self.events.extend(edit.events)
         self.stamp.update(edit.stamp or {})
         emit_layer_events(edit.events)  # a client streaming `custom` sees each batch, fold and note as it happens
-
-
-def _asks_for_tools(result: Any) -> bool:
-    """Whether the stamped reply calls tools (so the agent's loop goes on to the tools node)."""
-    if isinstance(result, ExtendedModelResponse):
-        result = result.model_response
-    messages = [result] if isinstance(result, AIMessage) else list(getattr(result, "result", None) or ())
-    return any(isinstance(m, AIMessage) and m.tool_calls for m in messages)
-
-
-def _before_call_events(request: ModelRequest[Any], budget: CallBudget) -> list[PendingEvent]:
-    """A model switch (this call's model differs from the last one's) and a measured overflow."""
-    events: list[PendingEvent] = []
-    found = last_stamped(request.messages, limit=RECENT)
-    previous = found[1] if found is not None else None
-    if previous is not None and previous.get("model") != budget.window.model:
-        events.append(
-            (
-                "model_switch",
-                {
-                    "from_model": previous.get("model"),
-                    "to_model": budget.window.model,
-                    "from_window": previous.get("window"),
-                    "to_window": budget.window.tokens,
-                },
-                budget.window.model,
-            )
-        )
-    if budget.overflow:
-        events.append(
-            (
-                "context_overflow",
-                {"stage": "measured", "input_tokens": budget.used, "window": budget.window.tokens},
-                budget.window.model,
-            )
-        )
-    return events
 
 
 def _still_too_large(first: _Shaped, retry: _Shaped, error: Exception) -> ContextStillTooLargeError:
@@ -371,44 +350,6 @@ def _still_too_large(first: _Shaped, retry: _Shaped, error: Exception) -> Contex
         "Fix: use a model with a larger window, or pass ContextPolicy(window=...) below what the provider accepts "
         "so ctxwarden keeps every call smaller."
     )
-
-
-def _failed_call_events(exc: Exception, budget: CallBudget) -> list[PendingEvent]:
-    if not is_context_overflow(exc):
-        return []
-    payload = {
-        "stage": "provider",
-        "input_tokens": budget.used,
-        "window": budget.window.tokens,
-        "error": f"{type(exc).__name__}: {exc}"[:500],
-    }
-    return [("context_overflow", payload, budget.window.model)]
-
-
-def _tool_event(
-    request: ToolCallRequest, result: ToolMessage | Command[Any] | None, started: float, error: Exception | None
-) -> PendingEvent:
-    call = request.tool_call
-    payload: dict[str, Any] = {
-        "name": call.get("name"),
-        "call_id": call.get("id"),
-        "args_chars": len(json.dumps(call.get("args", {}), default=str, ensure_ascii=False)),
-        "result_chars": _result_chars(result),
-        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-        "error": f"{type(error).__name__}: {error}"[:500] if error is not None else None,
-    }
-    if isinstance(result, ToolMessage) and result.status == "error":
-        payload["error"] = str(result.content)[:500]
-    return ("tool_call", payload, None)
-
-
-def _result_chars(result: ToolMessage | Command[Any] | None) -> int:
-    if isinstance(result, ToolMessage):
-        return len(result.content) if isinstance(result.content, str) else len(json.dumps(result.content, default=str))
-    if isinstance(result, Command) and isinstance(result.update, dict):
-        messages = result.update.get("messages") or []
-        return sum(len(str(m.content)) for m in messages if isinstance(m, ToolMessage))
-    return 0
 
 
 __all__ = ["SLOT_NAME", "ContextWindowMiddleware"]

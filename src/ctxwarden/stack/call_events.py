@@ -1,0 +1,100 @@
+"""The trace events of one model call or tool call, built from what the core middleware saw.
+
+Kept apart from the middleware, which decides when each is written: a model switch and
+a measured overflow before the call, a provider's refusal after it, a tool call with
+its sizes and time; and whether a reply goes on to its tools (its usage event can then
+be written while they run).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest
+from langchain.tools.tool_node import ToolCallRequest
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.types import Command
+
+from ctxwarden.core.layers import CallBudget, PendingEvent
+from ctxwarden.core.stamp import RECENT, last_stamped
+from ctxwarden.errors import is_context_overflow
+
+
+def asks_for_tools(result: Any) -> bool:
+    """Whether the stamped reply calls tools (so the agent's loop goes on to the tools node)."""
+    if isinstance(result, ExtendedModelResponse):
+        result = result.model_response
+    messages = [result] if isinstance(result, AIMessage) else list(getattr(result, "result", None) or ())
+    return any(isinstance(m, AIMessage) and m.tool_calls for m in messages)
+
+
+def before_call_events(request: ModelRequest[Any], budget: CallBudget) -> list[PendingEvent]:
+    """A model switch (this call's model differs from the last one's) and a measured overflow."""
+    events: list[PendingEvent] = []
+    found = last_stamped(request.messages, limit=RECENT)
+    previous = found[1] if found is not None else None
+    if previous is not None and previous.get("model") != budget.window.model:
+        events.append(
+            (
+                "model_switch",
+                {
+                    "from_model": previous.get("model"),
+                    "to_model": budget.window.model,
+                    "from_window": previous.get("window"),
+                    "to_window": budget.window.tokens,
+                },
+                budget.window.model,
+            )
+        )
+    if budget.overflow:
+        events.append(
+            (
+                "context_overflow",
+                {"stage": "measured", "input_tokens": budget.used, "window": budget.window.tokens},
+                budget.window.model,
+            )
+        )
+    return events
+
+
+def failed_call_events(exc: Exception, budget: CallBudget) -> list[PendingEvent]:
+    if not is_context_overflow(exc):
+        return []
+    payload = {
+        "stage": "provider",
+        "input_tokens": budget.used,
+        "window": budget.window.tokens,
+        "error": f"{type(exc).__name__}: {exc}"[:500],
+    }
+    return [("context_overflow", payload, budget.window.model)]
+
+
+def tool_event(
+    request: ToolCallRequest, result: ToolMessage | Command[Any] | None, started: float, error: Exception | None
+) -> PendingEvent:
+    call = request.tool_call
+    payload: dict[str, Any] = {
+        "name": call.get("name"),
+        "call_id": call.get("id"),
+        "args_chars": len(json.dumps(call.get("args", {}), default=str, ensure_ascii=False)),
+        "result_chars": result_chars(result),
+        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+        "error": f"{type(error).__name__}: {error}"[:500] if error is not None else None,
+    }
+    if isinstance(result, ToolMessage) and result.status == "error":
+        payload["error"] = str(result.content)[:500]
+    return ("tool_call", payload, None)
+
+
+def result_chars(result: ToolMessage | Command[Any] | None) -> int:
+    if isinstance(result, ToolMessage):
+        return len(result.content) if isinstance(result.content, str) else len(json.dumps(result.content, default=str))
+    if isinstance(result, Command) and isinstance(result.update, dict):
+        messages = result.update.get("messages") or []
+        return sum(len(str(m.content)) for m in messages if isinstance(m, ToolMessage))
+    return 0
+
+
+__all__ = ["asks_for_tools", "before_call_events", "failed_call_events", "result_chars", "tool_event"]
