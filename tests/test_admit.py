@@ -17,6 +17,7 @@ from ctxwarden.replay import scripted_model
 from ctxwarden.stack.discover import AgentBackend
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
 from ctxwarden.trace import TraceStore
+from spies import note_calls
 
 CONFIG = {"configurable": {"thread_id": "admit"}}
 
@@ -251,14 +252,7 @@ def test_a_memory_index_on_another_backend_is_read_on_every_call() -> None:
 def test_a_call_whose_sections_change_only_the_system_prompt_measures_its_messages_once(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    measured: list[int] = []
-    original = TokenMeter.messages_tokens
-
-    def counted(self: TokenMeter, messages: Any) -> int:
-        measured.append(len(messages))
-        return original(self, messages)
-
-    monkeypatch.setattr(TokenMeter, "messages_tokens", counted)
+    measured = note_calls(monkeypatch, TokenMeter, "messages_tokens", lambda _meter, messages: len(messages))
     (state_dir / "memory").mkdir(parents=True)
     (state_dir / "memory" / "MEMORY.md").write_text("- [Style](/memory/style.md) — code style\n", encoding="utf-8")
     messages, _prompts = _run(state_dir, ["one", "two"], memory="/memory/MEMORY.md", instructions=_repo(tmp_path))

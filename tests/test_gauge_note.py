@@ -17,6 +17,7 @@ from ctxwarden.core import gauge_note
 from ctxwarden.core.gauge_note import NOTE_SOURCE, RANK, GaugeNote
 from ctxwarden.replay import scripted_model
 from ctxwarden.report import context_report
+from spies import note_calls
 from views import Views
 
 WINDOW = 6_000
@@ -122,14 +123,8 @@ def test_a_bad_gauge_notes_value_is_refused(value: Any) -> None:
 
 
 def test_notes_are_placed_again_only_when_the_thread_did_not_just_grow(monkeypatch: pytest.MonkeyPatch) -> None:
-    searched: list[int] = []
     original = gauge_note.placed
-
-    def spied(messages: Any, notes: Any) -> Any:
-        searched.append(len(messages))
-        return original(messages, notes)
-
-    monkeypatch.setattr(gauge_note, "placed", spied)
+    searched = note_calls(monkeypatch, gauge_note, "placed", lambda messages, _notes: len(messages))
     note = GaugeNote(POLICY)
     thread: list[Any] = [HumanMessage("Fix the parser.", id="h0")]
     thread += [AIMessage(f"step {i}", id=f"a{i}") for i in range(50)]
