@@ -222,15 +222,11 @@ class TokenMeter:
         """
         added = dict(metadata or {})
         if self.count_key is None:
-            return (
-                message.model_copy(update={"response_metadata": {**message.response_metadata, **added}})
-                if added
-                else message
-            )
+            return _with_metadata(message, added) if added else message
         tokens = self.message_tokens(message)
         args = self._call_sizes(message) if getattr(message, "tool_calls", None) else None
         added[COUNT_KEY] = count_record(tokens, self.count_key, message, args)
-        copy = message.model_copy(update={"response_metadata": {**message.response_metadata, **added}})
+        copy = _with_metadata(message, added)
         self._by_object.put(copy, tokens)
         if args is not None:
             self._args_by_object.put(copy, args)
@@ -363,6 +359,10 @@ def _content_key(message: BaseMessage) -> tuple[Any, ...]:
     calls = getattr(message, "tool_calls", None)
     calls_hash = hash(_json(calls)) if calls else 0
     return (message.type, message.id, message.name, content_hash, calls_hash)
+
+
+def _with_metadata(message: BaseMessage, added: Mapping[str, Any]) -> BaseMessage:
+    return message.model_copy(update={"response_metadata": {**message.response_metadata, **added}})
 
 
 def _tool_key(tool: Any) -> tuple[Any, ...] | None:
