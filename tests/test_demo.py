@@ -78,6 +78,35 @@ def test_demo_at_16k_folds_and_never_overflows(tmp_path: Path) -> None:
     assert (tmp_path / ".ctxwarden" / "conversation_history" / f"{result['thread_id']}.md").is_file()
 
 
+def test_every_demo_run_is_the_same_run(tmp_path: Path) -> None:
+    """The README quotes the demo's figures, so they cannot depend on random thread or message ids: both are part
+    of the paths of evicted results that the model reads and that are counted."""
+    runs = []
+    for _ in range(2):
+        done = _run("demo", "--json", "--window", "16000", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        runs.append(json.loads(done.stdout))
+    first, second = runs
+    assert (first["thread_id"], second["thread_id"]) == (
+        "demo-sqlfluff__sqlfluff-1733-1",
+        "demo-sqlfluff__sqlfluff-1733-2",
+    )
+    assert first["per_call_input_tokens"] == second["per_call_input_tokens"]
+    assert (first["evictions"], first["clears"], first["folds"]) == (
+        second["evictions"],
+        second["clears"],
+        second["folds"],
+    )
+    results = tmp_path / ".ctxwarden" / "large_tool_results"
+    files = [sorted(p.name for p in (results / run["thread_id"]).iterdir()) for run in runs]
+    assert files[0]
+    assert files[0] == files[1]
+    again = _run("demo", "--json", "--thread", first["thread_id"], cwd=tmp_path)
+    assert again.returncode == 1
+    assert "already holds a conversation" in again.stderr
+    assert "Fix: pass a new --thread" in again.stderr
+
+
 def test_demo_table_and_options(tmp_path: Path) -> None:
     done = _run("demo", "--window", "128000", "--state-dir", "state", "--thread-id", "mine", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

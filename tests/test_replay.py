@@ -40,6 +40,26 @@ OPENAI_SESSION = [
 ]
 
 
+FEEDBACK_SESSION = [
+    {"role": "user", "content": "fix it"},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+    {"role": "user", "content": "Tool call error: use exactly one tool call."},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+    },
+    {"role": "tool", "tool_call_id": "c2", "content": "b.txt"},
+    {"role": "assistant", "content": "done"},
+]
+"""A harness answering a bad call with a user message: the replay ends the turn there."""
+
+
 def _write(tmp_path: Path, data: object, name: str = "session.json") -> Path:
     path = tmp_path / name
     path.write_text(json.dumps(data), encoding="utf-8")
@@ -99,24 +119,7 @@ def test_multi_turn_replay_through_a_langchain_agent(tmp_path: Path) -> None:
 
 def test_a_user_message_after_a_tool_step_starts_a_new_turn(tmp_path: Path) -> None:
     """Harnesses answer a bad call with a user message: the replay ends the turn, the driver sends it."""
-    session = [
-        {"role": "user", "content": "fix it"},
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
-        },
-        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
-        {"role": "user", "content": "Tool call error: use exactly one tool call."},
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
-        },
-        {"role": "tool", "tool_call_id": "c2", "content": "b.txt"},
-        {"role": "assistant", "content": "done"},
-    ]
-    rec = load_recording(_write(tmp_path, session))
+    rec = load_recording(_write(tmp_path, FEEDBACK_SESSION))
     model = ReplayChatModel(recording=rec, profile={"max_input_tokens": 8_000})
     agent = create_agent(model, replay_tools(rec), checkpointer=InMemorySaver())
     messages = replay_into(agent, rec, {"configurable": {"thread_id": "turns"}})
@@ -126,6 +129,22 @@ def test_a_user_message_after_a_tool_step_starts_a_new_turn(tmp_path: Path) -> N
     ]
     assert messages[-1].content == "done"
     assert model.finished
+
+
+def test_reply_ids_make_a_replay_the_same_messages_every_time(tmp_path: Path) -> None:
+    """Evicted results are keyed by the id of the message that called the tool: stable ids, stable paths."""
+    rec = load_recording(_write(tmp_path, FEEDBACK_SESSION))
+    runs = []
+    for thread in ("first", "second"):
+        model = ReplayChatModel(recording=rec, reply_ids=thread, profile={"max_input_tokens": 8_000})
+        agent = create_agent(model, replay_tools(rec), checkpointer=InMemorySaver())
+        runs.append([m.id for m in replay_into(agent, rec, {"configurable": {"thread_id": thread}}) if m.type == "ai"])
+    # each step, and the message that ends the first turn where the harness answered with a user message
+    assert runs[0] == ["first-0", "first-1-turn-end", "first-1", "first-2"]
+    assert runs[1] == [i.replace("first", "second") for i in runs[0]]
+    unnamed = ReplayChatModel(recording=rec).invoke([HumanMessage("fix it")])
+    assert unnamed.id is not None
+    assert unnamed.id.startswith("lc_run")
 
 
 async def test_shipped_session_replays_exactly_through_the_stack(shipped_recording: Recording, state_dir: Path) -> None:

@@ -88,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"context window in tokens (default: {DEFAULT_WINDOW}; try 16000 to see folds)",
     )
     _state_dir_option(demo)
-    _thread_option(demo, required=False, help="thread to replay into (default: a new demo-... thread)")
+    _thread_option(
+        demo, required=False, help="a new thread to replay into (default: the first free demo-<session>-<n>)"
+    )
     demo.add_argument("--thread-id", dest="thread", help=argparse.SUPPRESS)  # the demo's older spelling
     demo.add_argument("--json", action="store_true", help="print one JSON object on stdout instead of the table")
 

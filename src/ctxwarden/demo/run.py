@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from importlib import resources
+from itertools import count
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +114,10 @@ def run_demo(
         )
     require("matplotlib.figure", "the demo's usage plot")
     recording = load_recording(trajectory or default_trajectory())
-    model = ReplayChatModel(recording=recording, usage="received", profile={"max_input_tokens": window})
+    # stable reply ids (the demo replays into a new thread only, so they are unique there): the same run, the same bytes
+    model = ReplayChatModel(
+        recording=recording, usage="received", reply_ids="replay", profile={"max_input_tokens": window}
+    )
     agent = create_context_agent(
         model,
         replay_tools(recording),
@@ -122,7 +125,7 @@ def run_demo(
         system_prompt=recording.system_prompt,
         summarizer=DETERMINISTIC,  # the replayed model can only replay: summaries are built from the turns
     )
-    thread_id = thread_id or f"demo-{recording.instance_id or 'session'}-{uuid.uuid4().hex[:8]}"
+    thread_id = _new_thread(agent.checkpointer, recording, thread_id, state_dir)
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     started = time.perf_counter()
     try:
@@ -154,6 +157,27 @@ def run_demo(
     result.report = report
     result.counter = TokenMeter().counter_name
     return result
+
+
+def _new_thread(checkpointer: Any, recording: Recording, given: str | None, state_dir: str | Path) -> str:
+    """The thread to replay into: `given`, which must not exist yet, or the first free `demo-<session>-<n>`.
+
+    Numbered, not random, so every run of the demo on a fresh state dir is the same run: the
+    thread id is part of every evicted result's path the model reads, and so of its counts.
+    """
+
+    def exists(thread: str) -> bool:
+        return checkpointer.get_tuple({"configurable": {"thread_id": thread}}) is not None
+
+    if given is not None:
+        if exists(given):
+            raise BuildArgumentError(
+                f"thread {given!r} already holds a conversation in {state_dir}; the demo replays a whole session "
+                "into a new thread. Fix: pass a new --thread, or leave it out for a numbered one."
+            )
+        return given
+    prefix = f"demo-{recording.instance_id or 'session'}"
+    return next(f"{prefix}-{n}" for n in count(1) if not exists(f"{prefix}-{n}"))
 
 
 def summarize(

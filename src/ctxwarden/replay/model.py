@@ -10,6 +10,12 @@ tool calls ends the agent loop. Where the recording continues with a user messag
 after a step that called tools (a harness's feedback, for example), the replay ends the
 turn with a message without tool calls, and the driver sends the user's message.
 
+With `reply_ids` set, every reply gets the id `<reply_ids>-<step>` (the turn-end and
+closing messages theirs) instead of a random one, so a replay into a new thread is the
+same bytes every time: the paths of evicted results are keyed by the id of the message
+that called the tool. Replay into a new thread: two replies with one id in a thread
+would replace each other.
+
 `usage` chooses what `usage_metadata` reports: `"recorded"` (what the original
 provider billed for the original harness's context) or `"received"` (the input this
 replay actually received, counted with langchain-core's estimate) — the one to use
@@ -57,6 +63,8 @@ class ReplayChatModel(StreamedReplies, BaseChatModel):
     recording: Recording
     usage: Literal["recorded", "received"] = "recorded"
     model_name: str = "replay"
+    reply_ids: str | None = None
+    """Prefix of stable reply ids (see the module); `None`: langchain gives each reply a random one."""
 
     _position: int = PrivateAttr(default=0)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -114,10 +122,15 @@ class ReplayChatModel(StreamedReplies, BaseChatModel):
                 self._position += 1
         if turn_ends:  # the recording went on with a user message here: end this turn, the driver sends it
             message = AIMessage(TURN_END_TEXT, response_metadata={"replay": {"step": index, "turn_end": True}})
+            suffix = f"{index}-turn-end"
         elif index == len(steps):
             message = AIMessage(CLOSING_TEXT, response_metadata={"replay": {"step": index, "closing": True}})
+            suffix = "closing"
         else:
             message = steps[index].model_copy(deep=True)
+            suffix = str(index)
+        if self.reply_ids is not None and message.id is None:
+            message.id = f"{self.reply_ids}-{suffix}"
         if self.usage == "received":
             received = count_tokens_approximately(messages, tools=kwargs.get("tools"))
             message.usage_metadata = UsageMetadata(
