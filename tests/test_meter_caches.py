@@ -141,6 +141,22 @@ def test_a_view_sharing_a_prefix_is_measured_from_where_it_differs() -> None:
         assert raw_total - view_total == meter.message_tokens(thread[41]) - meter.message_tokens(view[41])
 
 
+def test_a_view_ending_in_a_note_is_measured_from_where_it_differs() -> None:
+    """A gauge note rides at the end of the view: the next call's view parts from it there, and only the new
+    messages and the new note are looked at."""
+    meter = WatchedMeter(RecordingCounter())
+    thread = _history(50)
+    meter.messages_tokens([*thread, HumanMessage("[gauge 61%]", id="note-0")])
+    for step in range(3):
+        thread = [*thread, HumanMessage(f"next {step}", id=f"n{step}")]
+        meter.looked_at.clear()
+        total = meter.messages_tokens([*thread, HumanMessage(f"[gauge {62 + step}%]", id=f"note-{step + 1}")])
+        assert meter.looked_at == [f"n{step}", f"note-{step + 1}"]
+        assert total == sum(meter.message_tokens(m) for m in thread) + meter.message_tokens(
+            HumanMessage(f"[gauge {62 + step}%]", id=f"note-{step + 1}")
+        )
+
+
 def test_a_copy_of_a_tool_is_not_converted_and_counted_again() -> None:
     counter = RecordingCounter()
     meter = TokenMeter(counter)
@@ -169,7 +185,7 @@ def test_every_cache_stays_within_its_cap() -> None:
     assert len(meter._by_object) <= 100
     assert len(meter._by_content) <= 100
     assert len(meter._args_by_object) <= 100
-    assert len(meter._sequences) <= 4
+    assert len(meter._lists) <= 4
 
 
 def test_the_meter_never_keeps_a_message_alive() -> None:

@@ -24,6 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden.bench.resumed import build, seed_values, session, steps_script
 from ctxwarden.clip.clear import CLIP_STATE_KEY
+from ctxwarden.core.gauge_note import is_note
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.stamp import COUNT_KEY, METADATA_KEY
 from ctxwarden.fold.layer import FoldedView
@@ -170,6 +171,37 @@ def test_replies_and_tool_results_carry_their_counts_into_the_thread(tmp_path: P
             assert record["by"] == meter.count_key
             assert record["tokens"] == TokenMeter(RecordingCounter())._count_message(message)
     assert {type(m) for m in new if COUNT_KEY in m.response_metadata} == {AIMessage, ToolMessage}
+
+
+@pytest.mark.parametrize("case", ["clearing", "deferred", "cost-first"])
+def test_a_view_a_layer_measured_is_not_measured_again(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clearing measures the view it builds and the gauge note knows what its notes add: the stack takes their
+    counts, so each message list a call measures is a different one, and the count stamped is the full one."""
+    measured: list[list[BaseMessage]] = []
+    sent: list[list[BaseMessage]] = []
+    original, hook = TokenMeter.messages_tokens, ContextWindowMiddleware.wrap_model_call
+
+    def watched(self: TokenMeter, messages: Any) -> int:
+        if isinstance(self.counter, RecordingCounter):
+            measured.append(messages)  # kept alive: ids are never reused
+        return original(self, messages)
+
+    def sending(self: ContextWindowMiddleware, request: Any, handler: Any) -> Any:
+        return hook(self, request, lambda shaped: (sent.append(list(shaped.messages)), handler(shaped))[1])
+
+    monkeypatch.setattr(TokenMeter, "messages_tokens", watched)
+    monkeypatch.setattr(ContextWindowMiddleware, "wrap_model_call", sending)
+    _before, values, start = _resume(case, tmp_path)
+    ids = [id(messages) for messages in measured]
+    assert len(ids) == len(set(ids)), "a message list was measured twice"
+    assert not [m for messages in measured for m in messages if is_note(m)], "a view with its notes was measured"
+    replies = [m for m in values["messages"][start:] if isinstance(m, AIMessage)]
+    for reply, messages in zip(replies, sent[-len(replies) :], strict=True):
+        stamp = reply.response_metadata[METADATA_KEY]
+        assert stamp["applied"]  # the layers edited what the model received
+        assert stamp["message_tokens"] == original(TokenMeter(RecordingCounter()), messages)
 
 
 class _ReadCountingList(list):  # type: ignore[type-arg]

@@ -81,10 +81,13 @@ class ClearLayer:
         view: list[BaseMessage] = list(messages) if untouched else self._grown_view(index, boundary, masked)
         fixed = budget.measurement.system + budget.measurement.tools
         factor = budget.measurement.factor
-        used = budget.used if untouched else round((fixed + self.meter.messages_tokens(view)) * factor)
+        view_tokens = budget.measurement.messages if untouched else self.meter.messages_tokens(view)
+        used = budget.used if untouched else round((fixed + view_tokens) * factor)
         events: list[PendingEvent] = []
         if used > budget.clear_at or budget.force:
-            boundary, view, events = self._batch(index, messages, boundary, masked, view, used, budget)
+            boundary, view, view_tokens, events = self._batch(
+                index, messages, boundary, masked, (view, view_tokens), used, budget
+            )
         turns = mask_turns(index)
         if events or turns != boundary.masked_turns:  # a batch, or the mask moved: their placeholders' counts travel
             stored = index.memo.get("boundary")
@@ -98,7 +101,8 @@ class ClearLayer:
             return None
         else:
             state = None
-        return LayerEdit(request.override(messages=cast(list[AnyMessage], view)), state=state, events=events)
+        shown = request.override(messages=cast(list[AnyMessage], view))
+        return LayerEdit(shown, state=state, events=events, message_tokens=view_tokens)
 
     def _batch(
         self,
@@ -106,24 +110,26 @@ class ClearLayer:
         messages: Sequence[BaseMessage],
         boundary: Boundary,
         masked: Mask,
-        view: list[BaseMessage],
+        measured: tuple[list[BaseMessage], int],
         used: int,
         budget: CallBudget,
-    ) -> tuple[Boundary, list[BaseMessage], list[PendingEvent]]:
+    ) -> tuple[Boundary, list[BaseMessage], int, list[PendingEvent]]:
         """Grow the boundary by one batch when one is worth its cache miss (or the call is past the fold threshold,
-        or forced): the boundary, the view and the batch's event; the same boundary and `view` when not."""
+        or forced): the boundary, the view, its raw message tokens and the batch's event; the same boundary and the
+        `measured` view when not."""
         fixed, factor = budget.measurement.system + budget.measurement.tools, budget.measurement.factor
         target = int(budget.window.tokens * self.policy.clear_to)
         need = float("inf") if budget.force else (used - target) / factor
         smallest = budget.window.tokens * self.policy.clear_min_batch_share
         urgent = used > budget.fold_at or budget.force
         if not (urgent or self._may_be_worth_it(index, boundary, masked, need, smallest / factor)):
-            return boundary, view, []
+            return boundary, *measured, []
         grown, freed = self._extend(messages, boundary, masked, need=need, keep=1 if budget.force else None)
         if grown == boundary or not (freed * factor >= smallest or urgent):
-            return boundary, view, []
+            return boundary, *measured, []
         view = self.view(messages, grown, masked)
-        after = round((fixed + self.meter.messages_tokens(view)) * factor)
+        view_tokens = self.meter.messages_tokens(view)
+        after = round((fixed + view_tokens) * factor)
         event = {
             "results": len(grown.results) - len(boundary.results),
             "args": len(grown.args) - len(boundary.args),
@@ -135,7 +141,7 @@ class ClearLayer:
             "clipped_total": len(grown.args),
             "forced": budget.force,
         }
-        return grown, view, [("context_clear", event, budget.window.model)]
+        return grown, view, view_tokens, [("context_clear", event, budget.window.model)]
 
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         return self.shape(request, budget)

@@ -28,6 +28,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 
 from ctxwarden.core.gauge import GaugeLevel
 from ctxwarden.core.layers import CallBudget, LayerEdit
+from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.stamp import RECENT, stamp_of
 
@@ -128,8 +129,10 @@ class GaugeNote:
 
     name = "gauge_note"
 
-    def __init__(self, policy: ContextPolicy) -> None:
+    def __init__(self, policy: ContextPolicy, meter: TokenMeter | None = None) -> None:
         self.policy = policy
+        self.meter = meter
+        """The stack's meter: with it, the edit carries its messages' count (the notes' added to the request's)."""
         self._placed: tuple[list[BaseMessage], tuple[tuple[str, str, str], ...], list[BaseMessage]] | None = None
         """The last placement: the messages and notes it was made from, and the result (reused as they grow)."""
 
@@ -180,9 +183,14 @@ class GaugeNote:
         if not kept and not known:
             return None
         update = {NOTES_STATE_KEY: kept} if kept != known else None
-        return LayerEdit(
-            request.override(messages=cast("list[AnyMessage]", shown)), state=update, events=events, stamp=stamp
+        meter = self.meter
+        tokens = (  # one note message in `shown` for each kept note: the request's messages and theirs
+            budget.measurement.messages + sum(meter.message_tokens(note_message(n["text"], n["gauge"])) for n in kept)
+            if meter is not None
+            else None
         )
+        shown_request = request.override(messages=cast("list[AnyMessage]", shown))
+        return LayerEdit(shown_request, state=update, events=events, stamp=stamp, message_tokens=tokens)
 
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         return self.shape(request, budget)

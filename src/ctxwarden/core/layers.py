@@ -102,6 +102,9 @@ class LayerEdit:
     events: Sequence[PendingEvent] = ()
     stamp: Mapping[str, Any] | None = None
     """Extra figures for the call's stamp on the reply (e.g. the admitted sections' tokens)."""
+    message_tokens: int | None = None
+    """The raw tokens of `request.messages`, when the layer measured them with the stack's meter and changed
+    nothing but the messages: the stack takes them instead of measuring the list again."""
 
 
 @runtime_checkable

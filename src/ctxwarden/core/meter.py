@@ -13,10 +13,11 @@ alive. What it remembers, and the bound on each:
   and a hash of the content, so a message loaded again is not recounted even when it
   carries no count of its own;
 - **recently measured lists** (`max_sequences` lists, each a copy of the list and one
-  running total per message): a call that extends, or shares a prefix with, a list
-  measured before costs an identity check of the prefix plus the new messages. These
-  hold the messages of the threads measured last (as their checkpointed state does),
-  never a message that left every list, such as an evicted original;
+  running total per message, `core.list_totals`): a call that extends, or shares a
+  prefix with, a list measured before costs an identity check of the prefix plus the
+  new messages. These hold the messages of the threads measured last (as their
+  checkpointed state does), never a message that left every list, such as an evicted
+  original;
 - **tool schemas** (`MAX_TOOLS` tools by weak reference, and as many schema keys: a
   tool's class, name, description and argument schema class).
 
@@ -31,11 +32,9 @@ Counts are calibrated per model against the provider's reported
 from __future__ import annotations
 
 import json
-import operator
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -50,6 +49,7 @@ from ctxwarden.core.counters import (
     counter_key,
     default_counter,
 )
+from ctxwarden.core.list_totals import ListTotals
 from ctxwarden.core.stamp import COUNT_KEY, carried, count_record
 
 MAX_TOOLS = 256
@@ -83,14 +83,6 @@ class Measurement:
         return round(self.estimate * self.factor)
 
 
-@dataclass(slots=True)
-class _Measured:
-    """A list measured before: the messages (a copy) and the running total after each."""
-
-    messages: list[BaseMessage]
-    totals: list[int]
-
-
 class TokenMeter:
     """Counts what a model call receives, cached per message and calibrated per model."""
 
@@ -118,7 +110,7 @@ class TokenMeter:
         self._by_content: BoundedDict[int] = BoundedDict(max_cached_messages)
         self._by_tool: ObjectCache[int] = ObjectCache(MAX_TOOLS)
         self._by_tool_key: BoundedDict[int] = BoundedDict(MAX_TOOLS)
-        self._sequences: list[_Measured] = []
+        self._lists = ListTotals(max_sequences)
         self._factors: dict[str, float] = {}
         self._roles: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -155,50 +147,8 @@ class TokenMeter:
 
     def messages_tokens(self, messages: Sequence[BaseMessage]) -> int:
         """Tokens of a message list; only the part past the longest prefix shared with a list measured before
-        is looked at message by message (a list that extends one measured before extends its memo in place)."""
-        if not messages:
-            return 0
-        head = messages[0]
-        with self._lock:
-            candidates = [m for m in self._sequences if m.messages[0] is head]
-        best, common = None, 0
-        for measured in candidates:  # the common case, a list that grew: one identity check of its prefix
-            seen = measured.messages
-            if len(seen) <= len(messages) and all(map(operator.is_, seen, messages)):
-                best, common = measured, len(seen)
-                break
-        else:
-            for measured in candidates:
-                flags = list(map(operator.is_, measured.messages, messages))
-                shared = flags.index(False) if False in flags else len(flags)
-                if shared > common:
-                    best, common = measured, shared
-        added = [self.message_tokens(message) for message in islice(messages, common, None)]
-        if best is not None and common == len(best.messages):  # `messages` extends `best`: grow it in place
-            with self._lock:
-                grown = len(best.messages) == common  # no other thread grew it meanwhile
-                if grown:
-                    total = best.totals[-1]
-                    for message, tokens in zip(islice(messages, common, None), added, strict=True):
-                        total += tokens
-                        best.totals.append(total)
-                        best.messages.append(message)
-            if grown:
-                self._remember(best)
-                return total
-        totals = best.totals[:common] if best is not None else []
-        total = totals[-1] if totals else 0
-        for tokens in added:
-            total += tokens
-            totals.append(total)
-        self._remember(_Measured(list(messages), totals))
-        return total
-
-    def _remember(self, measured: _Measured) -> None:
-        """Keep `measured` first."""
-        with self._lock:
-            kept = [m for m in self._sequences if m is not measured]
-            self._sequences = [measured, *kept[: self.max_sequences - 1]]
+        is looked at message by message (`core.list_totals`)."""
+        return self._lists.total(messages, self.message_tokens)
 
     def call_args_tokens(self, message: AIMessage) -> dict[str, int]:
         """Tokens of each tool call's arguments (as JSON), keyed by call id (`str(call["id"])`).

@@ -79,7 +79,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         self.policy = policy or DEFAULT_POLICY
         self.meter = meter or TokenMeter()
         self.layers = tuple(layers)
-        self.note = GaugeNote(self.policy)  # runs after every layer: it reports the fill the call is sent with
+        self.note = GaugeNote(self.policy, self.meter)  # after every layer: it reports the fill the call is sent with
         self.recorder = recorder or TraceRecorder(None)
         self.evictor = Evictor(backend, self.policy, self.meter)
         scope = ThreadScope(backend, self.policy, self.meter)  # recall(query=...) marks what the model sees
@@ -97,19 +97,21 @@ class ContextWindowMiddleware(AgentMiddleware):
         force: bool = False,
         like: CallBudget | None = None,
         before: ModelRequest[Any] | None = None,
+        message_tokens: int | None = None,
     ) -> CallBudget:
         """Measure `request` against the window of `request.model` (the window of `like`, measured for the same
-        model earlier in this call, is not resolved again; when `like` was measured on `before` and only the system
-        message changed since, as the admitted sections change it, the messages and tools are not measured again)."""
+        model earlier in this call, is not resolved again). When `like` was measured on `before` and only the system
+        message changed since, as the admitted sections change it, the messages and tools are not measured again;
+        when only the messages changed and the layer that changed them measured them (`message_tokens`), nor is
+        anything else."""
         window = like.window if like is not None else resolve_window(request.model, self.policy.window)
-        if (
-            like is not None
-            and before is not None
-            and request.messages is before.messages
-            and request.tools is before.tools
-        ):
-            system = self.meter.system_tokens(request.system_message)
-            return CallBudget(window, dataclasses.replace(like.measurement, system=system), self.policy, force)
+        if like is not None and before is not None and request.tools is before.tools:
+            if request.messages is before.messages:
+                system = self.meter.system_tokens(request.system_message)
+                return CallBudget(window, dataclasses.replace(like.measurement, system=system), self.policy, force)
+            if message_tokens is not None and request.system_message is before.system_message:
+                measured = dataclasses.replace(like.measurement, messages=message_tokens)
+                return CallBudget(window, measured, self.policy, force)
         measurement = self.meter.measure(
             request.messages,
             system_message=request.system_message,
@@ -332,7 +334,8 @@ class _Shaped:
             return
         if edit.request is not self.request:
             like = self.budget if edit.request.model is self.request.model else None
-            self.request, self.budget = edit.request, measure(edit.request, like=like, before=self.request)
+            self.budget = measure(edit.request, like=like, before=self.request, message_tokens=edit.message_tokens)
+            self.request = edit.request
             self.applied.append(layer.name)
         self.state.update(edit.state or {})
         self.events.extend(edit.events)
