@@ -157,7 +157,15 @@ def test_old_large_arguments_are_clipped_and_recalled_exactly() -> None:
         assert json.loads(recalled) == original["args"]
 
 
-def test_cost_first_masks_old_results_at_any_fill() -> None:
+def _masked(views: Views) -> list[list[str]]:
+    """Per call, the results shown as placeholders."""
+    return [
+        [m.tool_call_id for m in v if isinstance(m, ToolMessage) and m.content.startswith("[cleared")]
+        for v in views.views
+    ]
+
+
+def test_cost_first_masks_old_results_while_clearing_is_far() -> None:
     replies = [_step("fetch", {"page": i}, f"f{i}") for i in range(9)] + [AIMessage("done")]
     agent, views = _agent(replies, [fetch], ContextPolicy.cost_first(mask_after_turns=2, window=1_000_000))
     agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "cost"}})
@@ -165,10 +173,42 @@ def test_cost_first_masks_old_results_at_any_fill() -> None:
     # results older than the newest 2 turns are masked, four turns at a time: each advance re-bills the turns after it,
     # so the prefix holds for four calls between advances
     assert [m.content.startswith("[cleared") for m in final] == [True] * 4 + [False] * 5
-    masked_per_call = [
-        sum(isinstance(m, ToolMessage) and m.content.startswith("[cleared") for m in v) for v in views.views
+    assert [len(ids) for ids in _masked(views)] == [0] * 6 + [4] * 4
+
+
+def test_cost_first_leaves_to_clearing_the_results_it_would_take_within_a_few_calls() -> None:
+    """On a 16k window clearing starts at 5,600 tokens: masking four 500-token results there would cost a re-read of
+    every turn after them and save a few cached reads before clearing hides them anyway."""
+    replies = [_step("fetch", {"page": i}, f"f{i}") for i in range(9)] + [AIMessage("done")]
+    agent, views = _agent(replies, [fetch], ContextPolicy.cost_first(mask_after_turns=2, window=16_000))
+    config = {"configurable": {"thread_id": "cost-small"}}
+    agent.invoke({"messages": [HumanMessage("go")]}, config)
+    assert _masked(views) == [[]] * 10
+    assert "masked_turns" not in agent.get_state(config).values.get(CLIP_STATE_KEY, {})
+
+
+@tool
+def dump(part: int) -> str:
+    """Dump a log part."""
+    return f"log part {part}: " + "entry " * 2_800
+
+
+def test_the_mask_keeps_its_reach_when_advancing_further_no_longer_pays() -> None:
+    """Masking pays while the view is far from clearing; once large logs fill it, a further advance would not, and
+    the results masked already stay masked, with the same bytes."""
+    replies = [_step("fetch", {"page": i}, f"f{i}") for i in range(7)]
+    replies += [_step("dump", {"part": i}, f"d{i}") for i in range(5)] + [AIMessage("done")]
+    agent, views = _agent(replies, [fetch, dump], ContextPolicy.cost_first(mask_after_turns=2, window=60_000))
+    config = {"configurable": {"thread_id": "cost-held"}}
+    agent.invoke({"messages": [HumanMessage("go")]}, config)
+    masked = _masked(views)
+    assert masked == [[]] * 6 + [["f0", "f1", "f2", "f3"]] * 7  # due to reach 8 turns from the 10th call: held at 4
+    placeholders = [
+        [m.content for m in v if isinstance(m, ToolMessage) and m.tool_call_id == "f0"] for v in views.views
     ]
-    assert masked_per_call == [0] * 6 + [4] * 4
+    assert len({text for found in placeholders[6:] for text in found}) == 1
+    state = agent.get_state(config).values[CLIP_STATE_KEY]
+    assert state["masked_turns"] == 4
 
 
 @tool

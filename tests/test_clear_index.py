@@ -20,7 +20,7 @@ import ctxwarden.clip.clear as clear_module
 from ctxwarden.bench.resumed import build, seed_values, session, steps_script
 from ctxwarden.clip.clear import NO_MASK, Boundary, ClearLayer
 from ctxwarden.clip.index import ThreadIndex
-from ctxwarden.clip.mask import mask_of
+from ctxwarden.clip.mask import due_turns, last_masked, mask_of, masked_turns
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 
@@ -86,11 +86,12 @@ def test_the_cost_first_mask_grows_by_the_newly_masked_turns_and_matches_a_full_
     meter = TokenMeter()
     messages = _thread(9)
     grown = ThreadIndex(policy, meter).sync(messages)
-    first = mask_of(grown)
-    assert mask_of(grown) is first  # between advances: the same object
+    first = mask_of(grown, due_turns(grown))
+    assert mask_of(grown, due_turns(grown)) is first  # between advances: the same object
     grown.sync(messages + _thread(4, start=9))
-    advanced = mask_of(grown)
-    fresh = mask_of(ThreadIndex(policy, meter).sync(messages + _thread(4, start=9)))
+    advanced = mask_of(grown, due_turns(grown))
+    fresh_index = ThreadIndex(policy, meter).sync(messages + _thread(4, start=9))
+    fresh = mask_of(fresh_index, due_turns(fresh_index))
     assert advanced is not first
     assert advanced == fresh
     assert first.results < advanced.results
@@ -186,3 +187,21 @@ def test_a_deferred_batch_is_weighed_without_ordering_the_candidates(tmp_path: P
     # only a call that made a batch (here: at the fold threshold) ordered them
     assert watch.ordered
     assert not set(watch.ordered) & set(deferred)
+
+
+def test_the_mask_is_found_again_in_a_view_that_starts_later() -> None:
+    """A fold's view starts later than the list the mask was counted on: its reach is found by the id of the last
+    masked turn's message, and a view that no longer holds that turn masks none of its own."""
+    policy = ContextPolicy.cost_first(mask_after_turns=2)
+    meter = TokenMeter()
+    messages = _thread(12)
+    full = ThreadIndex(policy, meter).sync(messages)
+    upto = last_masked(full, 8)
+    assert masked_turns(full, 8, upto) == 8
+    callers = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
+    later = messages[messages.index(callers[3]) :]  # the first three turns folded away
+    folded = ThreadIndex(policy, meter).sync(later)
+    assert masked_turns(folded, 8, upto) == 5
+    assert mask_of(folded, 5).results == mask_of(full, 8).results - mask_of(full, 3).results
+    gone = ThreadIndex(policy, meter).sync(messages[messages.index(callers[9]) :])
+    assert masked_turns(gone, 8, upto) == 0

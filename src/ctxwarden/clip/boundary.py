@@ -44,7 +44,9 @@ class Boundary:
     `counted_by`: a process that resumes the thread measures its placeholders without tokenizing them."""
     counted_by: str | None = None
     masked_turns: int = 0
-    """The cost-first mask whose placeholders `counts` holds: how many turns it masked."""
+    """How many turns the cost-first mask covers (`clip.mask`); `counts` holds its placeholders' counts too."""
+    masked_upto: str | None = None
+    """The id of the message of the last turn the mask covers, to find it in a view that starts later."""
 
     @classmethod
     def from_state(cls, state: Any) -> Boundary:
@@ -61,6 +63,7 @@ class Boundary:
             {str(k): tuple(v) for k, v in counts.items() if isinstance(v, list | tuple)},
             raw.get("counted_by") if isinstance(raw.get("counted_by"), str) else None,
             int(raw.get("masked_turns") or 0),
+            raw.get("masked_upto") if isinstance(raw.get("masked_upto"), str) else None,
         )
 
     def to_state(self, grown_from: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -79,6 +82,8 @@ class Boundary:
                 "counts": _extended(grown_from.get("counts") if same else None, self.counts),
                 "counted_by": self.counted_by,
             }
+        if self.masked_upto is not None:
+            state["masked_upto"] = self.masked_upto
         return state | {"masked_turns": self.masked_turns} if self.masked_turns else state
 
 
@@ -121,11 +126,11 @@ def remembered(
     hidden: tuple[Set[str], Set[str]],
     made: Made,
     meter: TokenMeter,
-    turns: int,
+    mask: tuple[int, str | None],
 ) -> Boundary:
     """`boundary` with the gist lines, and the counts of the placeholders that hide `hidden` (the cleared results
-    and clipped calls, the mask's too), as this process made them: a resumed process renders and measures the same
-    placeholders from these.
+    and clipped calls, the mask's too), as this process made them, and the reach of the `mask` (turns, and the id
+    of the last masked turn's message): a resumed process renders and measures the same placeholders from these.
 
     Only what was hidden since the last time is read (found by call id in the index), so a batch or a mask
     advance costs what it hid, not the thread's length.
@@ -157,7 +162,7 @@ def remembered(
         if excerpt is not None:
             gists.setdefault(name, excerpt.chosen)
         counts[name] = (meter.message_tokens(placeholder), *content_signature(placeholder))
-    return Boundary(boundary.results, boundary.args, gists, counts, meter.count_key, turns)
+    return Boundary(boundary.results, boundary.args, gists, counts, meter.count_key, *mask)
 
 
 __all__ = ["CLIP_STATE_KEY", "Boundary", "ClipState", "Made", "boundary_of", "placeholder_key", "remembered"]

@@ -12,7 +12,8 @@ misses a provider's prompt cache every turn). Only the view changes: the checkpo
 messages stay whole, and `recall` returns any of them.
 
 The cost-first preset (`mask_after_turns`) also masks every result older than the
-newest N model turns, whatever the fill.
+newest N model turns, whenever that pays for its cache miss before clearing would
+hide them anyway (`clip.mask`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMess
 from ctxwarden.clip.boundary import CLIP_STATE_KEY, Boundary, ClipState, boundary_of, placeholder_key, remembered
 from ctxwarden.clip.gist import Gist, TokenLedger, gist, gist_of_lines, never_seen
 from ctxwarden.clip.index import MAX_THREADS, ThreadIndex
-from ctxwarden.clip.mask import NO_MASK, Mask, mask_of, mask_turns
+from ctxwarden.clip.mask import NO_MASK, Mask, advance_pays, due_turns, last_masked, mask_of, masked_turns
 from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.core.layers import CallBudget, LayerEdit, PendingEvent
@@ -74,26 +75,30 @@ class ClearLayer:
         index = self._index(messages)
         boundary = boundary_of(index, request.state)
         self._stored = boundary
-        masked = mask_of(index)
-        untouched = not (boundary.results or boundary.args or masked.results or masked.args)
+        turns = masked_turns(index, boundary.masked_turns, boundary.masked_upto)
+        masked = mask_of(index, turns)
         state_messages = request.state.get("messages") if isinstance(request.state, dict) else None
         self._thread, self._ledger = state_messages or messages, None  # indexed only if a gist is made
-        view: list[BaseMessage] = list(messages) if untouched else self._grown_view(index, boundary, masked)
         fixed = budget.measurement.system + budget.measurement.tools
         factor = budget.measurement.factor
-        view_tokens = budget.measurement.messages if untouched else self.meter.messages_tokens(view)
-        used = budget.used if untouched else round((fixed + view_tokens) * factor)
+        untouched, view, view_tokens, used = self._measured_view(index, boundary, masked, budget)
+        due = due_turns(index)
+        if due > turns and advance_pays(
+            index, turns, due, _hidden(index, boundary, masked), budget.clear_at / factor - view_tokens - fixed
+        ):
+            turns, masked = due, mask_of(index, due)
+            untouched, view, view_tokens, used = self._measured_view(index, boundary, masked, budget)
         events: list[PendingEvent] = []
         if used > budget.clear_at or budget.force:
             boundary, view, view_tokens, events = self._batch(
                 index, messages, boundary, masked, (view, view_tokens), used, budget
             )
-        turns = mask_turns(index)
         if events or turns != boundary.masked_turns:  # a batch, or the mask moved: their placeholders' counts travel
             stored = index.memo.get("boundary")
             grown_from = stored[0] if stored is not None and stored[1] is self._stored else None
             hidden = _hidden(index, boundary, masked)
-            boundary = remembered(index, boundary, hidden, self._made, self.meter, turns)
+            mask = (turns, last_masked(index, turns))
+            boundary = remembered(index, boundary, hidden, self._made, self.meter, mask)
             index.memo["boundary"] = (boundary.to_state(grown_from), boundary)  # the next call finds it in its state
             index.memo["view"] = (boundary, masked, list(view))
             state = {CLIP_STATE_KEY: index.memo["boundary"][0]}
@@ -103,6 +108,18 @@ class ClearLayer:
             state = None
         shown = request.override(messages=cast(list[AnyMessage], view))
         return LayerEdit(shown, state=state, events=events, message_tokens=view_tokens)
+
+    def _measured_view(
+        self, index: ThreadIndex, boundary: Boundary, masked: Mask, budget: CallBudget
+    ) -> tuple[bool, list[BaseMessage], int, int]:
+        """Whether nothing is hidden, the view with `boundary` and `masked` applied, its raw message tokens and the
+        call's calibrated tokens with it."""
+        if not (boundary.results or boundary.args or masked.results or masked.args):
+            return True, list(index.messages), budget.measurement.messages, budget.used
+        view = self._grown_view(index, boundary, masked)
+        tokens = self.meter.messages_tokens(view)
+        fixed = budget.measurement.system + budget.measurement.tools
+        return False, view, tokens, round((fixed + tokens) * budget.measurement.factor)
 
     def _batch(
         self,
@@ -379,7 +396,9 @@ def current_view(
     """
     layer = ClearLayer(policy, meter or TokenMeter())
     state = {CLIP_STATE_KEY: clip_state} if clip_state else {}
-    return layer.view(messages, Boundary.from_state(state), mask_of(layer._index(messages)), thread or messages)
+    boundary, index = Boundary.from_state(state), layer._index(messages)
+    masked = mask_of(index, masked_turns(index, boundary.masked_turns, boundary.masked_upto))
+    return layer.view(messages, boundary, masked, thread or messages)
 
 
 __all__ = ["CLIP_STATE_KEY", "NO_MASK", "Boundary", "ClearLayer", "ClipState", "Mask", "current_view", "last_view"]

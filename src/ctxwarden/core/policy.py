@@ -88,7 +88,7 @@ class ContextPolicy:
     small gists; the cost-first preset sets it, so its masked results keep a few lines without folding more often."""
 
     mask_after_turns: int | None = None
-    """Cost-first: mask tool results older than the newest N turns whatever the fill."""
+    """Cost-first: mask tool results older than the newest N turns, when that pays before clearing (`clip.mask`)."""
 
     # --- fold ---------------------------------------------------------------
     summarize_at: float = 0.85
@@ -129,8 +129,9 @@ class ContextPolicy:
     def cost_first(cls, mask_after_turns: int = 3, **changes: Any) -> ContextPolicy:
         """The cost-first preset, for those who pay per token more than they need recall.
 
-        Results and large arguments older than the newest `mask_after_turns` turns are masked at
-        any fill, each result keeping a small gist (at most 0.2% of the window, and 150 tokens);
+        Results and large arguments older than the newest `mask_after_turns` turns are masked
+        while clearing is far enough off for that to pay for its cache miss (`clip.mask`), each
+        result keeping a small gist (at most 0.2% of the window, and 150 tokens);
         clearing runs from 35% down to 20%, and folding from 70% keeps 5% verbatim with a facts
         section of at most 5% of the window.
         """
