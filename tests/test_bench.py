@@ -12,7 +12,7 @@ from ctxwarden.bench.harness import replay
 from ctxwarden.bench.metrics import figures
 from ctxwarden.bench.overhead import time_per_call
 from ctxwarden.core.meter import TokenMeter
-from ctxwarden.replay import load_recording
+from ctxwarden.replay import Recording, load_recording
 
 REQUIRED = {
     "strategy",
@@ -132,3 +132,12 @@ def test_overhead_microbenchmark_times_every_strategy() -> None:
     timings = time_per_call(20_000, messages=200, calls=3)
     assert set(timings) == {"ctxwarden", "deepagents summarization", "langchain context editing"}
     assert all(ms > 0 for ms in timings.values())
+
+
+def test_a_replay_sends_the_same_bytes_every_time(shipped_recording: Recording, tmp_path: Path) -> None:
+    """The bench's figures are reproducible: an evicted result's path, which the model reads, is keyed by the id of
+    the reply that called the tool, so the replayed replies get stable ids."""
+    runs = [replay(shipped_recording, "ctxwarden", 32_000, tmp_path) for _ in range(2)]
+    views = [[[m.model_dump_json(exclude={"id"}) for m in call.messages] for call in run.calls] for run in runs]
+    assert any("/large_tool_results/" in text for call in views[0] for text in call)  # an eviction was shown
+    assert views[0] == views[1]

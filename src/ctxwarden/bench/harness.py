@@ -98,7 +98,10 @@ class Replayed:
 def replay(recording: Recording, strategy: str, window: int, workdir: Path | None = None) -> Replayed:
     """Replay `recording` under `strategy` at `window` tokens; errors are caught and reported in the result."""
     folder = Path(tempfile.mkdtemp(prefix=f"{strategy}-{window}-", dir=workdir))
-    model = CapturingReplay(recording=recording, usage="received", profile={"max_input_tokens": window})
+    # stable reply ids (each replay is a new thread): an evicted result's path, which the model reads, is keyed by them
+    model = CapturingReplay(
+        recording=recording, usage="received", reply_ids="replay", profile={"max_input_tokens": window}
+    )
     summarizer = fixed_summarizer()
     summarizer.tick = lambda: len(model.seen)
     tools = replay_tools(recording)
