@@ -18,11 +18,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 import ctxwarden.clip.boundary as boundary_module
 import ctxwarden.clip.clear as clear_module
 from ctxwarden.bench.resumed import build, seed_values, session, steps_script
+from ctxwarden.clip import mask
 from ctxwarden.clip.clear import NO_MASK, Boundary, ClearLayer
 from ctxwarden.clip.index import ThreadIndex
-from ctxwarden.clip.mask import due_turns, last_masked, mask_of, masked_turns
+from ctxwarden.clip.mask import advance_pays, due_turns, last_masked, mask_of, masked_turns
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
+from spies import note_calls
 
 TOKENS = 30_000
 
@@ -205,3 +207,22 @@ def test_the_mask_is_found_again_in_a_view_that_starts_later() -> None:
     assert mask_of(folded, 5).results == mask_of(full, 8).results - mask_of(full, 3).results
     gone = ThreadIndex(policy, meter).sync(messages[messages.index(callers[9]) :])
     assert masked_turns(gone, 8, upto) == 0
+
+
+def test_weighing_a_mask_advance_reads_only_the_turns_added_since_the_last_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While advancing does not pay, the advance weighed grows by a turn per call: its sum is extended, not redone,
+    and the tail and the growth come from running totals, so a long thread costs no more per call than a short one."""
+    policy = ContextPolicy.cost_first(mask_after_turns=2)
+    meter = TokenMeter()
+    weighed = note_calls(monkeypatch, mask, "_calls", lambda _index, start, end: end - start)
+    messages = _thread(6)
+    index = ThreadIndex(policy, meter).sync(messages)
+    hidden: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+    for step in range(40):
+        messages = messages + _thread(1, start=6 + step)
+        index.sync(messages)
+        assert not advance_pays(index, 0, due_turns(index), hidden, room=1.0)  # clearing is a token away
+    assert sum(weighed) == due_turns(index)  # every turn weighed once, not once per call
+    assert index.tokens_from(0) == meter.messages_tokens(messages)

@@ -68,6 +68,7 @@ class ThreadIndex:
         "policy",
         "result_at",
         "results",
+        "running",
         "tool_results",
         "total",
     )
@@ -78,6 +79,8 @@ class ThreadIndex:
 
     def _reset(self) -> None:
         self.messages: list[BaseMessage] = []
+        self.running: list[int] = []
+        """Tokens of the messages up to each position, for the cost-first mask (`clip.mask`); empty otherwise."""
         self.tool_results: list[int] = []
         """Positions of every tool result."""
         self.callers: list[int] = []
@@ -113,6 +116,8 @@ class ThreadIndex:
 
     def _add(self, position: int, message: BaseMessage) -> None:
         self.messages.append(message)
+        if self.policy.mask_after_turns is not None:  # counted already: the meter measured the list
+            self.running.append((self.running[-1] if self.running else 0) + self.meter.message_tokens(message))
         excluded = self.policy.clear_exclude_tools
         if isinstance(message, ToolMessage):
             self.tool_results.append(position)
@@ -182,6 +187,10 @@ class ThreadIndex:
             if candidate.call_id not in clipped:
                 held += candidate.saving
         return self.total - self._hidden_saving - held
+
+    def tokens_from(self, position: int) -> int:
+        """Tokens of the messages from `position` to the end (cost-first only: see `running`)."""
+        return self.running[-1] - (self.running[position - 1] if position > 0 else 0) if self.running else 0
 
     def _call_id(self, position: int) -> str:
         message = self.messages[position]

@@ -101,23 +101,36 @@ def last_masked(index: ThreadIndex, turns: int) -> str | None:
 
 def advance_pays(index: ThreadIndex, start: int, end: int, hidden: tuple[Set[str], Set[str]], room: float) -> bool:
     """Whether masking turns `start` to `end` saves, in cached reads until clearing would hide them anyway, what its
-    uncached re-read costs (see the module). `room`: raw tokens the view may still grow before `clear_at`."""
+    uncached re-read costs (see the module). `room`: raw tokens the view may still grow before `clear_at`.
+
+    O(new turns) per call: the tail and the recent growth come from the index's running totals, and what the advance
+    would hide is extended from the previous call's sum while the mask and the boundary hold."""
     keep = index.policy.mask_after_turns or 0
     if room <= 0 or keep <= 0 or end <= start:
         return False
+    saved = _hideable(index, start, end, hidden)
+    tail = index.tokens_from(index.callers[start])
+    growth = index.tokens_from(index.callers[-keep] if len(index.callers) >= keep else 0) / keep  # per turn, raw
+    calls = room / growth if growth > 0 else 0.0
+    return saved * calls * CACHED_READ_SHARE >= (1 - CACHED_READ_SHARE) * max(0, tail - saved)
+
+
+def _hideable(index: ThreadIndex, start: int, end: int, hidden: tuple[Set[str], Set[str]]) -> int:
+    """What masking turns `start` to `end` would hide, beyond what `hidden` (the boundary's and the mask's) does."""
+    memo = index.memo.get("mask_saving")
+    if memo is not None and memo[0] == start and memo[1] is hidden and memo[2] <= end:
+        done, saved = int(memo[2]), int(memo[3])
+    else:
+        done, saved = start, 0
     meter, cleared, clipped = index.meter, hidden[0], hidden[1]
-    saved = 0
-    for call_id, large in _calls(index, start, end):
+    for call_id, large in _calls(index, done, end):
         at = index.result_at.get(call_id)
         if at is not None and call_id not in cleared:
             saved += max(0, result_saving(meter.message_tokens(index.messages[at]), index.policy))
         if large and call_id not in clipped:
-            saved += index.meter.call_args_tokens(_caller(index, call_id))[call_id] - POINTER_TOKENS
-    tail = sum(meter.message_tokens(m) for m in index.messages[index.callers[start] :])
-    recent = index.callers[-keep] if len(index.callers) >= keep else 0
-    growth = sum(meter.message_tokens(m) for m in index.messages[recent:]) / keep  # raw tokens per turn
-    calls = room / growth if growth > 0 else 0.0
-    return saved * calls * CACHED_READ_SHARE >= (1 - CACHED_READ_SHARE) * max(0, tail - saved)
+            saved += meter.call_args_tokens(_caller(index, call_id))[call_id] - POINTER_TOKENS
+    index.memo["mask_saving"] = (start, hidden, end, saved)
+    return saved
 
 
 def _calls(index: ThreadIndex, start: int, end: int) -> list[tuple[str, bool]]:
