@@ -122,9 +122,10 @@ def _thread(messages: list[BaseMessage], backend: Any) -> list[tuple[Any, ...]]:
 
 
 def _expected_history(messages: list[BaseMessage], folds: Folds) -> str:
-    """One section per fold, each holding exactly the messages after the previous fold up to its own last one."""
+    """One section per fold, each holding exactly the messages after the previous fold up to its own last one (after
+    the user's first message, when the folds keep it in view)."""
     position = {m.id: i for i, m in enumerate(messages)}
-    sections, start = [], 0
+    sections, start = [], 1 if folds.records and folds.records[0].pinned == messages[0].id else 0
     for record in folds.records:
         end = position[record.upto] + 1
         sections.append(history_section(record.number, THREAD, messages[start:end]))

@@ -155,11 +155,12 @@ def test_the_facts_section_survives_two_folds(tmp_path: Path) -> None:
         scripted_model(replies, window=3_000), [bash, write_file], middleware=middleware, checkpointer=InMemorySaver()
     )
     config = {"configurable": {"thread_id": "facts"}}
-    agent.invoke({"messages": [HumanMessage(TASK)]}, config)
+    out = agent.invoke({"messages": [HumanMessage(TASK)]}, config)
     records = agent.get_state(config).values["ctxwarden_fold"]["records"]
     assert len(records) >= 2
     last = records[-1]["summary"]
-    assert TASK in last  # the user's words, verbatim
+    assert records[-1]["pinned"] == out["messages"][0].id  # the user's words, verbatim, shown above the summary
+    assert TASK not in last
     assert "/src/resolver.py" in last  # the file written before the first fold
     assert ERROR in last.splitlines()  # the failing command's error line, whole
     assert records[-1]["facts"]["files"] == ["/src/resolver.py"]

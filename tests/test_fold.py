@@ -101,14 +101,16 @@ def test_a_fold_keeps_every_call_under_the_window_and_writes_the_history_first(t
 
     history = (tmp_path / "conversation_history" / "fold.md").read_text(encoding="utf-8")
     assert history.count("\n## fold 1\n") == 1
-    assert "Never touch tests/legacy." in history  # the folded turns, in full
-    assert "page 0: data data" in history
+    assert "page 0: data data" in history  # the folded turns, in full
+    assert "Never touch tests/legacy." not in history  # the task was not folded: it stays in view
 
-    # the view: one summary first, naming the history file, then whole steps (no orphaned tool result)
+    # the view: the task as the user wrote it, one summary naming the history file, then whole steps (no orphaned
+    # tool result)
     view = views.views[-1]
-    assert is_summary(view[0])
-    assert "/conversation_history/fold.md" in view[0].content
-    assert not isinstance(view[1], ToolMessage)
+    assert view[0].content == "Fix the parser. Never touch tests/legacy."
+    assert is_summary(view[1])
+    assert "/conversation_history/fold.md" in view[1].content
+    assert not isinstance(view[2], ToolMessage)
     shown_calls = {c["id"] for m in view if isinstance(m, AIMessage) for c in m.tool_calls}
     assert all(m.tool_call_id in shown_calls for m in view if isinstance(m, ToolMessage))
     # the checkpointed thread keeps every raw message; the fold is private state, by message id
@@ -123,10 +125,12 @@ def test_the_summary_has_the_fixed_sections_and_keeps_user_words_verbatim(tmp_pa
     agent.invoke(
         {"messages": [HumanMessage("Fix the parser. Never touch tests/legacy.")]}, {"configurable": {"thread_id": "s"}}
     )
-    summary = next(m for v in views.views for m in v if is_summary(m)).content
+    view = next(v for v in views.views if any(is_summary(m) for m in v))
+    summary = view[1].content
     for name in SECTIONS:
         assert f"## {name}" in summary
-    assert '"Fix the parser. Never touch tests/legacy."' in summary
+    assert view[0].content == "Fix the parser. Never touch tests/legacy."  # the user's words, verbatim, above it
+    assert "Never touch tests/legacy." not in summary  # and not billed twice
     assert "fetch(" in summary  # tool calls with their outcome
 
 
@@ -314,7 +318,8 @@ def test_the_compact_conversation_tool_folds_at_the_next_call(tmp_path: Path) ->
     ]
     agent, views = _agent(tmp_path, replies, policy=ContextPolicy(window=200_000))
     agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "tool"}})
-    assert is_summary(views.views[-1][0])
+    assert views.views[-1][0].content == "go"
+    assert is_summary(views.views[-1][1])
     fold = next(e for e in _compactions(tmp_path) if e.payload["ok"]).payload
     assert fold["instructions"] == "the failing test"
     assert fold["forced"] is True

@@ -136,15 +136,15 @@ async def test_a_fold_applies_the_prepared_summary_without_waiting_for_the_summa
     assert prepare[0]["fold"] == 1
     # the fold applied the prepared summary, with the facts of exactly the turns it folded
     view = views.views[fold_call]
-    assert "from the summarizer, summary 1" in view[0].content
-    assert EXTENSION_HEADING in view[0].content
+    assert "from the summarizer, summary 1" in view[1].content  # after the task, pinned above every summary
+    assert EXTENSION_HEADING in view[1].content
     record = Folds.from_state(agent.get_state(config).values).records[0]
     messages = agent.get_state(config).values["messages"]
     upto = next(i for i, m in enumerate(messages) if m.id == record.upto)
-    assert record.facts == gather(Facts(), messages[: upto + 1]).to_dict()
-    assert view[1].id == messages[upto + 1].id  # the view goes on right after the folded turns
+    assert record.facts == gather(Facts(), messages[1 : upto + 1]).to_dict()  # the task is pinned, not folded
+    assert view[2].id == messages[upto + 1].id  # the view goes on right after the folded turns
     history = (tmp_path / "conversation_history" / "prepared.md").read_text(encoding="utf-8")
-    assert "Never touch tests/legacy." in history
+    assert f"messages {messages[1].id} .. {record.upto}" in history  # every folded turn, and only those
 
 
 def test_without_preparing_the_summarizer_runs_on_the_call_that_folds(tmp_path: Path) -> None:
@@ -184,8 +184,8 @@ def test_a_preparation_whose_turns_changed_is_never_applied(tmp_path: Path) -> N
     assert len(summarizer._calls) >= 2
     assert "EDITED AFTER THE SUMMARY WAS PREPARED" in summarizer._calls[1][1]
     assert "EDITED AFTER THE SUMMARY WAS PREPARED" not in summarizer._calls[0][1]
-    assert "summary 1" not in views.views[fold_call][0].content
-    assert "from the summarizer, summary 2" in views.views[fold_call][0].content
+    assert "summary 1" not in views.views[fold_call][1].content
+    assert "from the summarizer, summary 2" in views.views[fold_call][1].content
 
 
 def test_a_preparation_made_before_another_fold_is_never_applied(tmp_path: Path) -> None:
@@ -222,7 +222,7 @@ def test_a_compaction_asked_with_a_focus_is_summarized_with_it(tmp_path: Path, f
     else:  # without one, the prepared summary serves, extended to the last step
         assert len(summarizer._calls) == 1
         assert fold["prepared"] is True
-        assert "from the summarizer, summary 1" in views.views[fold_call][0].content
+        assert "from the summarizer, summary 1" in views.views[fold_call][1].content
 
 
 @pytest.mark.parametrize("value", [-0.1, 0.85, 0.9, "0.1", True])
@@ -302,8 +302,8 @@ async def test_the_prompt_and_the_facts_are_made_off_the_call(
     messages = agent.get_state(config).values["messages"]
     record = Folds.from_state(agent.get_state(config).values).records[0]
     upto = next(i for i, m in enumerate(messages) if m.id == record.upto)
-    assert record.facts == gather(Facts(), messages[: upto + 1]).to_dict()
-    assert views.views[fold_call][1].id == messages[upto + 1].id
+    assert record.facts == gather(Facts(), messages[1 : upto + 1]).to_dict()  # the task is pinned, not folded
+    assert views.views[fold_call][2].id == messages[upto + 1].id
 
 
 def _thread(steps: int) -> list[Any]:
@@ -330,15 +330,16 @@ def test_a_draft_serves_the_cut_the_next_step_brings_and_never_a_changed_thread(
     assert drafts.start(folder, _given(before), summary) is not None
     assert drafts.wait(timeout=10)
     keep = int(WINDOW * ContextPolicy().fold_keep_share)
-    cut = choose_cut(after, folder.meter, keep)
-    earlier = choose_cut(before, folder.meter, keep)
+    start = folder.start(after, WINDOW)
+    cut = choose_cut(after, folder.meter, keep, start)
+    earlier = choose_cut(before, folder.meter, keep, start)
     assert cut is not None
     assert earlier is not None
     assert cut > earlier  # the step moved the cut forward
-    draft = drafts.get(after[:cut], WINDOW)
+    draft = drafts.get(after[start:cut], WINDOW)
     assert draft is not None  # drafted before the step that decided it
-    assert draft.gathered == folder.gathered(after[:cut], _given(after))
-    assert draft.extension == extension(after[3:cut])  # the turns after the three the summary covers
+    assert draft.gathered == folder.gathered(after[start:cut], _given(after))
+    assert draft.extension == extension(after[start + 3 : cut])  # the turns after the three the summary covers
     edited = [
         *after[: cut - 1],
         ToolMessage("page: EDITED", tool_call_id=after[cut - 1].tool_call_id, id=after[cut - 1].id),

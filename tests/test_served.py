@@ -324,7 +324,8 @@ def test_compact_folds_a_served_thread_through_the_server(
     traced = [e for e in _events(served, thread, "context_compaction") if e.payload.get("ok")]
     assert len(traced) == len(folds)  # traced like any fold, under this thread
     history = served.files / "conversation_history" / f"{thread.id}.md"
-    assert "build tool in 4 steps" in history.read_text(encoding="utf-8")
+    assert "[tool step 4] compiled tool/module_15.py" in history.read_text(encoding="utf-8")  # the folded turns
+    assert folds[-1]["pinned"] == before["messages"][0]["id"]  # the user's request stays in view, above the summary
     assert context_report(client, _config(thread), trace=served.trace).basis == "current view"
     _run(client, thread, "build more in 2 steps")  # the server goes on from the folded thread
     assert _state(client, thread)["messages"][-1]["content"] == "Built more: all 2 steps passed."

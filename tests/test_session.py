@@ -170,8 +170,9 @@ def test_fork_chosen_turns_and_folds(state_dir: Path) -> None:
         forked.close()
 
         with_fold = s.fork([1, 3], model=scripted_model([], window=200_000))
-        assert with_fold.messages[0].content.startswith("[ctxwarden: summary of fold 1")
-        assert with_fold.messages[1].content == "third task"
+        assert with_fold.messages[0].content == "first task"  # the fold kept it above its summary: it comes along
+        assert with_fold.messages[1].content.startswith("[ctxwarden: summary of fold 1")
+        assert with_fold.messages[2].content == "third task"
         with_fold.close()
 
         with pytest.raises(ForkError, match=r"unit 1 \(fold 1\) already covers unit 0"):

@@ -184,7 +184,8 @@ def test_a_fork_of_a_fold_carries_the_history_file_and_the_results_it_names(stat
         parent.compact()
         fold = next(u.index for u in parent.units() if u.kind == "fold")
         child = parent.fork([fold], thread_id="child")
-        summary = str(child.messages[0].content)
+        assert child.messages[0].content == "build it"  # the task the fold kept above its summary comes along
+        summary = str(child.messages[1].content)
         child.close()
     assert "/conversation_history/child/fork-of-main.md" in summary
     history = (state_dir / "conversation_history" / "child" / "fork-of-main.md").read_text(encoding="utf-8")

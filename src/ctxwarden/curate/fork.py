@@ -106,6 +106,8 @@ def seed_messages(
         if unit.kind == "fold":
             record = records[int(unit.fold or 0)]
             where = f" The folded turns are in {record.path}." if record.path else ""
+            # the user message the fold kept above its summary is part of what the fold stands for
+            seed.extend(m for m in messages[: unit.end] if record.pinned is not None and m.id == record.pinned)
             seed.append(
                 HumanMessage(
                     f"[ctxwarden: summary of fold {record.number} of thread {source!r}.]\n\n{record.summary}{where}",

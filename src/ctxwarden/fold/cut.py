@@ -16,9 +16,10 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.fold.state import is_summary
 
 
-def choose_cut(view: Sequence[BaseMessage], meter: TokenMeter, keep_tokens: int) -> int | None:
-    """Index where the kept tail starts, or `None` when there is nothing before the last step to fold."""
-    start = 1 if view and is_summary(view[0]) else 0
+def choose_cut(view: Sequence[BaseMessage], meter: TokenMeter, keep_tokens: int, start: int) -> int | None:
+    """Index where the kept tail starts, or `None` when there is nothing before the last step to fold.
+
+    `start` is the first message a fold may take (`Folder.start`: after the summary and the pinned message)."""
     boundaries = [
         i
         for i in range(start + 1, len(view))

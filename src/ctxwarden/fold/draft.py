@@ -142,8 +142,8 @@ class Drafts:
     def _draft(self, folder: Folder, given: FoldInput, summary: Future[Summary]) -> None:
         time.sleep(DRAFT_DELAY)
         view = given.view
-        start = 1 if view and is_summary(view[0]) else 0
-        now = choose_cut(view, folder.meter, int(given.window * folder.policy.fold_keep_share))
+        start = folder.start(view, given.window)
+        now = choose_cut(view, folder.meter, int(given.window * folder.policy.fold_keep_share), start)
         first = max(start + self.prepared, now or 0)
         # the last candidate: the next step alone is the kept tail
         candidates = [*(i for i in range(first, len(view)) if _boundary(view[i])), len(view)]

@@ -19,19 +19,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.constants import TAG_NOSTREAM
 
 from ctxwarden.core.io import Steps, arun, run
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.core.text import text_of
 from ctxwarden.core.window import model_name, resolve_window
 from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.facts import Facts, gather, render, strip_facts
 from ctxwarden.fold.history import appending, history_path
-from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, summary_message
+from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, kept_ahead, summary_message
 from ctxwarden.fold.summarize import Summary, deterministic_summary, prompt_for, summarizing
 from ctxwarden.fold.transcript import history_section
 
@@ -74,6 +75,8 @@ class FoldPlan:
     section: str
     summarizer: Any
     prompt: str | None
+    pinned: tuple[BaseMessage, ...] = ()
+    """The user message the new view shows ahead of the summary (`Folder.start`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,14 +103,30 @@ class Folder:
     def __init__(self, policy: ContextPolicy, meter: TokenMeter, backend: Any, summarizer: Any = None) -> None:
         self.policy, self.meter, self.backend, self.summarizer = policy, meter, backend, summarizer
 
+    def start(self, view: Sequence[BaseMessage], window: int) -> int:
+        """Index of the first message of `view` a fold may take: after the summary, and after the thread's first
+        user message, which is pinned ahead of every summary while it fits the facts cap (it would be quoted there
+        anyway). It opens every call verbatim, so the provider's cache keeps it across folds, and neither the
+        summary nor the summarizer's prompt carries it again."""
+        ahead = kept_ahead(view)
+        if ahead or not view:
+            return ahead
+        first = view[0]
+        fits = self.meter.message_tokens(first) <= int(window * self.policy.fold_facts_share)
+        return 1 if isinstance(first, HumanMessage) and first.id and fits else 0
+
+    def pinned(self, view: Sequence[BaseMessage], window: int) -> tuple[BaseMessage, ...]:
+        """The message a fold of `view` shows ahead of its summary (none, or the thread's first user message)."""
+        return tuple(m for m in view[: self.start(view, window)] if not is_summary(m))
+
     def plan(self, given: FoldInput) -> FoldPlan | None:
         keep = 0 if given.forced else int(given.window * self.policy.fold_keep_share)
-        cut = choose_cut(given.view, self.meter, keep)
+        cut = choose_cut(given.view, self.meter, keep, self.start(given.view, given.window))
         return None if cut is None else self.plan_at(given, cut)
 
     def plan_at(self, given: FoldInput, cut: int, *, prompt_wanted: bool = True) -> FoldPlan:
         """The fold of everything before `given.view[cut]` (`prompt_wanted=False`: no summarizer prompt is built)."""
-        start = 1 if given.view and is_summary(given.view[0]) else 0
+        start = self.start(given.view, given.window)
         folded = list(given.view[start:cut])
         by_id = {m.id: m for m in given.thread}
         folded_raw = [by_id.get(m.id, m) for m in folded]
@@ -125,6 +144,7 @@ class Folder:
             section=history_section(number, given.thread_id, folded_raw),
             summarizer=summarizer,
             prompt=prompt,
+            pinned=self.pinned(given.view, given.window),
         )
 
     def prompt(self, plan: FoldPlan, given: FoldInput) -> str:
@@ -136,7 +156,8 @@ class Folder:
         previous = Facts.from_dict(given.folds.last.facts if given.folds.last else None)
         facts = gather(previous, folded_raw)
         cap = int(given.window * self.policy.fold_facts_share * CHARS_PER_TOKEN)
-        return Gathered(facts, render(facts, max_chars=cap))
+        pinned = sum(len(text_of(m)) for m in self.pinned(given.view, given.window))  # quoted above the summary
+        return Gathered(facts, render(facts, max_chars=max(0, cap - pinned)))
 
     def fold(self, given: FoldInput) -> FoldOutcome | None:
         return run(self.folding(given))
@@ -228,6 +249,7 @@ class Folder:
             0,
             summary.summarizer,
             summary.fallback,
+            pinned=str(plan.pinned[0].id) if plan.pinned else None,
         )
 
     def _finish(
@@ -241,7 +263,8 @@ class Folder:
         gathered = gathered if gathered is not None else self.gathered(plan.folded_raw, given)
         facts = gathered.facts
         provisional = self.summary_of(plan, given, summary, gathered, write_error)
-        view = [summary_message(provisional), *given.view[plan.cut :]]
+        at = len(plan.pinned)  # where the summary goes
+        view = [*plan.pinned, summary_message(provisional), *given.view[plan.cut :]]
         after = round((given.fixed_tokens + self.meter.messages_tokens(view)) * given.factor)
         record = FoldRecord(
             provisional.number,
@@ -253,8 +276,9 @@ class Folder:
             provisional.summarizer,
             provisional.fallback,
             facts.to_dict(),
+            provisional.pinned,
         )
-        view[0] = summary_message(record)
+        view[at] = summary_message(record)
         saved = given.tokens_before - after
         hold = None
         if saved < self.policy.fold_min_saving * given.tokens_before:
@@ -263,7 +287,7 @@ class Folder:
         if after + regrow > self.policy.fold_threshold(given.window):  # little room to grow: let the thread grow first
             hold = max(hold or 0, given.tokens_before + regrow)
         folds = Folds((*given.folds.records, record), hold_until=hold, requested=None)
-        summary_tokens = self.meter.message_tokens(view[0])
+        summary_tokens = self.meter.message_tokens(view[at])
         payload = {
             "ok": True,
             "fold": record.number,
@@ -297,7 +321,9 @@ def asks_model(summarizer: Any) -> bool:
 
 
 def _previous_summary(given: FoldInput) -> str | None:
-    return given.folds.last.summary if given.folds.last else None
+    """The last fold's summary without its facts: they are carried in the record and quoted again by every fold,
+    so the summarizer is not billed for reading them."""
+    return strip_facts(given.folds.last.summary) if given.folds.last else None
 
 
 SUMMARY_CONFIG: dict[str, Any] = {"tags": [TAG_NOSTREAM], "metadata": {"lc_source": "summarization"}}

@@ -18,16 +18,16 @@ it was on the previous call (one id comparison) instead of searching the thread 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents.middleware.types import ModelRequest
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AnyMessage, BaseMessage
 
 from ctxwarden.core.layers import CallBudget, LayerEdit
 from ctxwarden.core.runtime import step_context
 from ctxwarden.fold.engine import Folder, FoldInput
 from ctxwarden.fold.prepare import Preparer
-from ctxwarden.fold.state import FOLD_STATE_KEY, Folds, summary_message
+from ctxwarden.fold.state import FOLD_STATE_KEY, Folds, shown_folded
 
 
 class ParsedFolds:
@@ -66,8 +66,7 @@ class FoldedView:
         index = self._index(messages, last.upto)
         if index is None:  # the folded message is gone (an edited thread): show everything rather than guess
             return None
-        view = [summary_message(last), *messages[index + 1 :]]
-        return LayerEdit(request.override(messages=view))
+        return LayerEdit(request.override(messages=cast(list[AnyMessage], shown_folded(messages, last, index))))
 
     def _index(self, messages: Sequence[BaseMessage], upto: str) -> int | None:
         at = self._at

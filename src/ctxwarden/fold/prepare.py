@@ -94,12 +94,12 @@ def previous_fold(folds: Folds) -> tuple[int, str] | None:
     return (last.number, last.upto) if last is not None else None
 
 
-def prepared_cut(preparation: Preparation, given: FoldInput) -> int | None:
-    """Where `preparation` cuts `given.view`, or `None` when it is stale (the thread is not what it summarized)."""
+def prepared_cut(preparation: Preparation, given: FoldInput, start: int) -> int | None:
+    """Where `preparation` cuts `given.view` (whose first foldable message is `start`), or `None` when it is stale
+    (the thread is not what it summarized)."""
     if preparation.previous != previous_fold(given.folds):
         return None
     view = given.view
-    start = 1 if view and is_summary(view[0]) else 0
     cut = start + len(preparation.folded)
     if cut >= len(view) or not isinstance(view[cut], AIMessage | HumanMessage) or is_summary(view[cut]):
         return None
@@ -158,7 +158,7 @@ class Preparer:
         with self._lock:
             current = self._prepared.get(key)
         if current is not None:
-            if prepared_cut(current, given) is not None:
+            if prepared_cut(current, given, self.folder.start(given.view, given.window)) is not None:
                 if draft:
                     current.drafts.start(self.folder, given, current.future)
                 return events
@@ -166,7 +166,7 @@ class Preparer:
         if not start:
             return events
         keep = int(given.window * self.folder.policy.fold_keep_share)
-        cut = choose_cut(given.view, self.folder.meter, keep)
+        cut = choose_cut(given.view, self.folder.meter, keep, self.folder.start(given.view, given.window))
         if cut is None:  # nothing to fold yet
             return events
         plan = self.folder.plan_at(given, cut, prompt_wanted=False)  # the prompt is built in the background
@@ -233,7 +233,7 @@ class Preparer:
             return None, None, []
         if given.instructions:  # the focus shapes the summary: it is written now, with it
             return None, None, self._discard(key, preparation, "this fold was asked for with a focus")
-        cut = prepared_cut(preparation, given)
+        cut = prepared_cut(preparation, given, self.folder.start(given.view, given.window))
         if cut is None:
             return None, None, self._discard(key, preparation, "the thread changed under it")
         return preparation, cut, []
@@ -270,7 +270,8 @@ class Preparer:
         facts drafted for exactly that cut if there is such a draft (`None`: it would not bring the call under the fold
         threshold)."""
         meter, policy = self.folder.meter, self.folder.policy
-        now = choose_cut(given.view, meter, 0 if given.forced else int(given.window * policy.fold_keep_share))
+        keep = 0 if given.forced else int(given.window * policy.fold_keep_share)
+        now = choose_cut(given.view, meter, keep, self.folder.start(given.view, given.window))
         plan = self.folder.plan_at(given, max(cut, now or cut), prompt_wanted=False)
         draft = preparation.drafts.get(plan.folded_raw, given.window)
         if isinstance(outcome, Summary):

@@ -4,8 +4,10 @@ A fold is recorded by message id — the id of the last message it folded — ne
 list position, so it stays right when a checkpoint is reloaded or messages are added.
 Folds are cumulative: the newest record's summary covers everything up to its
 `upto` message, and the view of every later call is that one summary followed by the
-messages after it. The summary message is built once per fold and reused, so the
-prefix stays byte-identical from call to call.
+messages after it — after the thread's first user message when the fold `pinned` it
+(`Folder.start`): the task opens every call verbatim, so it stays in the provider's cache
+across folds. The summary message is built once per fold and reused, so the prefix
+stays byte-identical from call to call.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class FoldRecord:
     fallback: bool
     facts: Mapping[str, Any] = field(default_factory=dict)
     """The deterministic facts gathered over every fold so far (`Facts.to_dict()`); the next fold extends them."""
+    pinned: str | None = None
+    """Id of the user message shown verbatim ahead of the summary (the thread's first), if any."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +61,7 @@ class FoldRecord:
             "summarizer": self.summarizer,
             "fallback": self.fallback,
             "facts": dict(self.facts),
+            "pinned": self.pinned,
         }
 
     @classmethod
@@ -71,6 +76,7 @@ class FoldRecord:
             summarizer=str(raw.get("summarizer", "")),
             fallback=bool(raw.get("fallback", False)),
             facts=dict(raw.get("facts") or {}),
+            pinned=raw.get("pinned"),
         )
 
 
@@ -105,17 +111,18 @@ class Folds:
         }
 
 
-_SUMMARY_CACHE: dict[tuple[int, str, str | None, str], HumanMessage] = {}
+_SUMMARY_CACHE: dict[tuple[int, str, str | None, str, str | None], HumanMessage] = {}
 
 
 def summary_message(record: FoldRecord) -> HumanMessage:
     """The message that stands for everything the fold covers (the same object for the same fold)."""
-    key = (record.number, record.upto, record.path, record.summary)
+    key = (record.number, record.upto, record.path, record.summary, record.pinned)
     cached = _SUMMARY_CACHE.get(key)
     if cached is not None:
         return cached
+    span = "after the first message, up to" if record.pinned else "before"
     content = (
-        f"[ctxwarden: the conversation before this point was folded into this summary (fold {record.number}).]\n\n"
+        f"[ctxwarden: the conversation {span} this point was folded into this summary (fold {record.number}).]\n\n"
         f"{record.summary}{_footer(record)}"
     )
     message = HumanMessage(
@@ -142,6 +149,26 @@ def is_summary(message: BaseMessage) -> bool:
     return isinstance(message, HumanMessage) and message.additional_kwargs.get("lc_source") == SUMMARY_SOURCE
 
 
+def kept_ahead(view: Sequence[BaseMessage]) -> int:
+    """How many leading messages of `view` no fold takes again: its summary, and the user message pinned before it."""
+    for index in range(min(2, len(view))):
+        if is_summary(view[index]):
+            return index + 1
+    return 0
+
+
+def shown_folded(messages: Sequence[BaseMessage], record: FoldRecord, upto: int) -> list[BaseMessage]:
+    """The view of `messages` under `record`, whose last folded message is `messages[upto]`: the pinned message, the
+    summary, then the messages after it."""
+    summary = summary_message(record)
+    if record.pinned is None:
+        return [summary, *messages[upto + 1 :]]
+    pinned = next((m for m in messages[: min(2, upto)] if m.id == record.pinned), None)  # the first user message
+    if pinned is None:  # not where it was pinned from (an edited thread): look for it
+        pinned = next((m for m in messages[:upto] if m.id == record.pinned), None)
+    return [summary, *messages[upto + 1 :]] if pinned is None else [pinned, summary, *messages[upto + 1 :]]
+
+
 def folded_view(messages: Sequence[BaseMessage], folds: Folds) -> list[BaseMessage]:
     """The latest summary followed by the messages after the fold's last one; `messages` when nothing is folded."""
     last = folds.last
@@ -149,7 +176,7 @@ def folded_view(messages: Sequence[BaseMessage], folds: Folds) -> list[BaseMessa
         return list(messages)
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].id == last.upto:
-            return [summary_message(last), *messages[index + 1 :]]
+            return shown_folded(messages, last, index)
     return list(messages)  # the folded message is gone (an edited thread): show everything rather than guess
 
 
@@ -160,5 +187,7 @@ __all__ = [
     "Folds",
     "folded_view",
     "is_summary",
+    "kept_ahead",
+    "shown_folded",
     "summary_message",
 ]

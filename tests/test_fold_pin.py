@@ -1,0 +1,133 @@
+"""What a fold does not fold: the user's task stays first, verbatim, and nothing is billed twice.
+
+The task opens every call; kept above the summary it stays in the provider's prompt cache
+across folds, where quoting it inside each new summary re-billed it at full price on every
+fold and again in every summarizer prompt.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from deepagents.backends import FilesystemBackend
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import PrivateAttr
+
+from ctxwarden import ContextPolicy, ThreadIsolatedBackend, context_middleware
+from ctxwarden.fold import DETERMINISTIC, FOLD_STATE_KEY, SECTIONS, is_summary
+from ctxwarden.fold.facts import FACTS_HEADING
+from ctxwarden.replay import ScriptedChatModel, scripted_model
+from ctxwarden.thread import compact, model_view
+from views import Views
+
+WINDOW = 4_000
+TASK = "Fix the parser.\nNever touch tests/legacy.\nRun pytest -q before you finish."
+
+
+@tool
+def fetch(page: int) -> str:
+    """Fetch a page."""
+    return f"page {page}: " + "data " * 150
+
+
+class Summarizer(ScriptedChatModel):
+    """Answers every summarization with the same prose, and keeps the prompts it was given."""
+
+    _prompts: list[str] = PrivateAttr(default_factory=list)
+
+    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        from langchain_core.outputs import ChatGeneration, ChatResult
+
+        self._prompts.append(str(messages[-1].content))
+        text = "\n".join(f"## {name}\n- prose from the model" for name in SECTIONS)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
+
+
+def _steps(n: int) -> list[AIMessage]:
+    thought = "Let me read the next page of the parser. " * 20
+    return [AIMessage(thought, tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"f{i}"}]) for i in range(n)]
+
+
+def _run(tmp_path: Path, task: str, summarizer: Any = DETERMINISTIC) -> tuple[Any, Views, dict[str, Any]]:
+    views = Views()
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+    middleware = context_middleware(backend=backend, summarizer=summarizer, policy=ContextPolicy(fold_prepare_ahead=0))
+    model = scripted_model([*_steps(30), AIMessage("done")], window=WINDOW)
+    agent = create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "pin"}}
+    agent.invoke({"messages": [HumanMessage(task)]}, config)
+    return agent, views, config
+
+
+def _summary_in(view: list[BaseMessage]) -> BaseMessage | None:
+    return next((m for m in view if is_summary(m)), None)
+
+
+def test_the_task_opens_every_call_unchanged_across_folds(tmp_path: Path) -> None:
+    agent, views, config = _run(tmp_path, TASK)
+    values = agent.get_state(config).values
+    records = values[FOLD_STATE_KEY]["records"]
+    assert len(records) >= 2
+    task = values["messages"][0]
+    assert all(r["pinned"] == task.id for r in records)
+    folded = [v for v in views.views if _summary_in(v) is not None]
+    assert len({str(_summary_in(v).content) for v in folded}) == len(records)  # every fold was shown
+    for view in views.views:  # before, across and after every fold: the same first message, byte for byte
+        assert view[0].content == TASK
+        assert view[0].id == task.id
+    for view in folded:
+        assert is_summary(view[1])  # right under the task
+        assert "Never touch tests/legacy." not in str(view[1].content)  # not quoted again
+        assert "after the first message" in str(view[1].content)
+    # what a reader of the thread sees is what the model saw
+    assert model_view(values["messages"], values)[:2] == views.views[-1][:2]
+
+
+def test_a_task_larger_than_the_facts_cap_is_folded_and_quoted_as_before(tmp_path: Path) -> None:
+    long_task = "\n".join(f"Requirement {i}: keep the behaviour of module_{i} unchanged." for i in range(60))
+    assert len(long_task) > WINDOW * ContextPolicy().fold_facts_share * 4  # past the cap it would take in the facts
+    agent, views, config = _run(tmp_path, long_task)
+    records = agent.get_state(config).values[FOLD_STATE_KEY]["records"]
+    assert records
+    assert all(r["pinned"] is None for r in records)
+    last = next(v for v in reversed(views.views) if _summary_in(v) is not None)
+    assert is_summary(last[0])
+    assert "Requirement 59: keep the behaviour of module_59 unchanged." in str(last[0].content)  # the latest user words
+
+
+def test_the_summarizer_reads_the_previous_prose_but_not_the_facts_again(tmp_path: Path) -> None:
+    summarizer = Summarizer(messages=iter(()), profile={"max_input_tokens": 100_000}, name="summarizer")
+    agent, views, config = _run(tmp_path, TASK, summarizer=summarizer)
+    records = agent.get_state(config).values[FOLD_STATE_KEY]["records"]
+    assert len(records) >= 2
+    assert FACTS_HEADING in records[0]["summary"]  # the first summary carries its facts...
+    later = summarizer._prompts[1:]
+    assert later
+    for prompt in later:
+        previous = prompt.split("<previous_summary>", 1)[1].split("</previous_summary>", 1)[0]
+        assert "prose from the model" in previous  # ...the next prompt extends its prose
+        assert FACTS_HEADING not in previous  # and does not pay for its facts: every fold quotes them itself
+        assert "Never touch tests/legacy." not in prompt  # nor for the task, which was never folded
+    assert FACTS_HEADING in str(_summary_in(views.views[-1]).content)
+
+
+def test_compact_keeps_the_task_above_the_summary(tmp_path: Path) -> None:
+    views = Views()
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+    middleware = context_middleware(backend=backend, summarizer=DETERMINISTIC, policy=ContextPolicy(window=200_000))
+    model = scripted_model([*_steps(4), AIMessage("done"), AIMessage("next")], window=200_000)
+    agent = create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "compact"}}
+    agent.invoke({"messages": [HumanMessage(TASK)]}, config)
+    record = compact(agent, config, backend=backend)
+    assert record is not None
+    assert record.pinned == agent.get_state(config).values["messages"][0].id
+    agent.invoke({"messages": [HumanMessage("and now?")]}, config)
+    view = views.views[-1]
+    assert view[0].content == TASK
+    assert is_summary(view[1])
+    assert view[-1].content == "and now?"
