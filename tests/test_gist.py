@@ -11,10 +11,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden import ContextPolicy, TokenMeter, context_middleware
 from ctxwarden.clip.clear import NO_MASK, Boundary, ClearLayer
-from ctxwarden.clip.gist import GAP, TokenLedger, gist
+from ctxwarden.clip.gist import ERROR, FAILING_TEST, GAP, SUMMARY, TRACEBACK_START, TokenLedger, gist, may_signal
 from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.clip.preview import preview
+from ctxwarden.core.text import FAILURE
 from ctxwarden.replay import scripted_model
 from ctxwarden.stack.middleware import ContextWindowMiddleware
 from views import Views
@@ -58,6 +59,56 @@ def test_a_small_gist_keeps_the_line_that_says_why_the_output_failed() -> None:
     assert reason in excerpt.text.splitlines()
     assert gist(text, budget, METER.counter) == excerpt  # byte-stable
     assert gist(text, 0, METER.counter).shown_lines == 0  # no budget, no lines
+
+
+SIGNAL_LINES = [
+    "===== 3 passed, 1 warning in 0.12s =====",
+    "==== 2 failed, 5 errors in 1.2s ====",
+    "=== 4 xpassed, 1 skipped in 0.1s ===",
+    "5 failed",
+    "Ran 12 tests in 0.300s",
+    "FAILED (failures=2, errors=1)",
+    "OK",
+    "OK (skipped=1)",
+    "10 examples completed",
+    "Tests:  4",
+    "FAILED tests/test_x.py::test_a - assert 1 == 2",
+    "tests/test_x.py::test_a FAILED",
+    "FAIL: test_a (tests.test_x.Case)",
+    "ERROR: test_b (tests.test_x.Case)",
+    "Traceback (most recent call last):",
+    "panic: runtime error: index out of range",
+    "Exception in thread main",
+    "E   assert 1 == 2",
+    "E\t\tassert 1 == 2",
+    "ValueError: bad value",
+    "  django.core.exceptions.FieldError: Unknown field",
+    "main.c:10:5: error: expected ';'",
+    "lib.rs:3:1: warning: unused import",
+    "fatal: not a git repository",
+    "SystemExit: 1",
+    "KeyboardInterrupt",
+    "DeprecationWarning: use the other one",
+    "bash: foo: command not found",
+    "cat: x: No such file or directory",
+    "error[E0308]: mismatched types",
+    "Build FAILURE after 3 steps",
+    "===== 1 paſsed in 0.1s =====",  # the long s matches an ignore-case "s": the words are case-folded too
+]
+
+
+def test_a_line_skipped_by_the_signal_words_matches_no_signal_pattern() -> None:
+    """The word check spares most lines five slow searches, and never a line one of them matches."""
+    patterns = (SUMMARY, FAILING_TEST, TRACEBACK_START, ERROR, FAILURE)
+    for line in SIGNAL_LINES:
+        assert any(p.search(line) for p in patterns), line  # each line is a signal line...
+        assert may_signal(line), line  # ...and is searched
+    plain = [
+        "src/app/module_3.py:10: value_1_2 = compute(alpha_2, beta) # checked 2",
+        "drwxr-xr-x  8 root root 4096 Sep 10 .git",
+        "def resolve(graph):",
+    ]
+    assert not any(may_signal(line) for line in plain)
 
 
 def test_a_gist_is_byte_stable_and_skips_what_the_thread_already_showed() -> None:

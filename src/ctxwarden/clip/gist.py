@@ -102,7 +102,8 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
     failure = -1  # the last line that says the output failed: chosen before anything else
     for index, line in enumerate(lines):
         stripped = line.strip()
-        if stripped and FAILURE.search(line):
+        maybe = bool(stripped) and may_signal(line)
+        if maybe and FAILURE.search(line):
             failure = index
         if not stripped or len(line) > MAX_LINE_CHARS:
             continue
@@ -115,7 +116,7 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
                 weight = weight_cache[token] = _weight(token, seen(token))
             if weight > 0:
                 found.append((token, weight))
-        extra = _signal(line) + (0.75 if index < 2 or index > last - 2 else 0.0)
+        extra = _signal(line, maybe) + (0.75 if index < 2 or index > last - 2 else 0.0)
         if not found and extra <= 0:
             continue
         line_cost = counter(line) + 1
@@ -207,13 +208,31 @@ def _weight(token: str, seen_before: int) -> float:
     return base if seen_before == 0 else base * 0.4
 
 
-def _signal(line: str) -> float:
-    if SUMMARY.search(line):
-        return 4.0
-    if FAILING_TEST.search(line):
-        return 3.0
-    if TRACEBACK_START.search(line) or ERROR.search(line):
-        return 3.0
+SIGNAL_WORDS = (
+    *("pass", "fail", "error", "skip", "warn", "ran ", "ok", "complet", "test", "traceback", "panic", "exception"),
+    *("fatal", "exit", "interrupt", "command not found", "no such file"),
+)
+"""Case-folded words of which every line that `SUMMARY`, `FAILING_TEST`, `TRACEBACK_START`, `ERROR` or `FAILURE`
+matches holds one, unless it starts with `E` (pytest's `E   ` lines): a line holding none is not searched with those
+patterns, which cost several microseconds a line, most lines being none of these."""
+
+
+def may_signal(line: str) -> bool:
+    """Whether `line` may match one of the failure and test-summary patterns (never false when one matches)."""
+    if line.startswith("E"):
+        return True
+    return any(map(line.casefold().__contains__, SIGNAL_WORDS))
+
+
+def _signal(line: str, maybe: bool) -> float:
+    """What `line`'s signal is worth; `maybe`: `may_signal(line)`."""
+    if maybe:
+        if SUMMARY.search(line):
+            return 4.0
+        if FAILING_TEST.search(line):
+            return 3.0
+        if TRACEBACK_START.search(line) or ERROR.search(line):
+            return 3.0
     if DEFINITION.search(line):
         return 1.5
     if GREP_LINE.match(line):
@@ -288,6 +307,7 @@ __all__ = [
     "GAP",
     "GREP_LINE",
     "MAX_LINE_CHARS",
+    "SIGNAL_WORDS",
     "SUMMARY",
     "TRACEBACK_START",
     "Gist",
@@ -296,6 +316,7 @@ __all__ = [
     "choose_lines",
     "gist",
     "gist_of_lines",
+    "may_signal",
     "never_seen",
     "render",
 ]
