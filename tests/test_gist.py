@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from typing import Any, cast
 
 from langchain.agents import create_agent
@@ -310,3 +314,43 @@ def test_a_resumed_process_shows_the_same_gists_without_reading_the_thread_again
     assert all(resumed[call_id] == shown[call_id] for call_id in cleared)  # the same bytes: the cache holds
     assert all(str(resumed[call_id]).startswith("[cleared bash result") for call_id in cleared)
     assert not _clear_layer(middleware)._ledgers  # and the thread's text was never weighed to make them
+
+
+LISTING = [
+    "total 156",
+    "drwxrwxrwx   2 root root  4096 Oct 24  2024 .",
+    "drwxrwxrwx 215 root root 12288 Oct 24  2024 ..",
+    *(
+        f"-rw-r--r--   1 root root  {size:>5} Oct 24  2024 test_{name}.py"
+        for name, size in [
+            ("static", 12776), ("migrations", 18117), ("utils", 3641), ("csrf", 19106), ("database", 8470),
+            ("forms", 729), ("templates", 24259), ("views", 7401), ("urls", 13674), ("storage", 9458),
+            ("auth", 6266), ("security", 28724), ("translation", 25391), ("sitemaps", 13061),
+            ("sessions", 5529), ("admin", 25266),
+        ]
+    ),
+]  # fmt: skip
+
+
+def test_a_gist_chooses_the_same_lines_in_every_process() -> None:
+    """Lines of equal worth are told apart by sums over their tokens: summed in a set's order, which string hashing
+    makes differ from process to process, two workers (or a bench run and its rerun) quoted different lines."""
+    script = (
+        "import json, sys\n"
+        "from ctxwarden.clip.gist import gist\n"
+        "print(gist('\\n'.join(json.load(sys.stdin)), 130, lambda line: len(line) // 4 + 1).chosen)\n"
+    )
+    listing = json.dumps(LISTING)
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        )
+        for seed in range(6)
+    ]
+    chosen = {worker.communicate(listing, timeout=120)[0] for worker in workers}
+    assert all(worker.returncode == 0 for worker in workers)
+    assert len(chosen) == 1, chosen

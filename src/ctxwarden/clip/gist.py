@@ -108,7 +108,8 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
         if not stripped or len(line) > MAX_LINE_CHARS:
             continue
         found = []
-        for token in set(TOKEN.findall(line)):
+        # in order of appearance, not a set's: the sums below, and the ties they decide, are the same in every process
+        for token in dict.fromkeys(TOKEN.findall(line)):
             weight = weight_cache.get(token)
             if weight is None:
                 if len(weight_cache) >= MAX_CANDIDATES * 8:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from math import fsum
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -162,7 +163,8 @@ def _latest_lines(facts: Facts, seen: set[str], text: str, last_written: Mapping
     covered: set[str] = set()
     chosen: list[tuple[int, str]] = []
     while found and len(chosen) < LATEST_LINES:
-        best = max(found, key=lambda f: (sum(1 / spread[t] for t in f[2] - covered) / (len(f[1]) + 20), -f[0]))
+        # fsum: the same value whatever order the set yields (string hashing differs per process)
+        best = max(found, key=lambda f: (fsum(1 / spread[t] for t in f[2] - covered) / (len(f[1]) + 20), -f[0]))
         if not best[2] - covered:
             break
         covered |= best[2]
