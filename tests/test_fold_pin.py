@@ -131,3 +131,37 @@ def test_compact_keeps_the_task_above_the_summary(tmp_path: Path) -> None:
     assert view[0].content == TASK
     assert is_summary(view[1])
     assert view[-1].content == "and now?"
+
+
+async def test_a_resumed_process_folding_in_the_background_keeps_the_task_first(tmp_path: Path) -> None:
+    """Async, with the summary prepared ahead (the default), then a fresh stack on the same checkpoints: the record's
+    pin is read back, the next folds keep pinning the task, and it opens every call of both processes."""
+    saver = InMemorySaver()
+    config = {"configurable": {"thread_id": "pin-resumed"}}
+    views = Views()
+
+    def agent(script: list[AIMessage]) -> Any:
+        backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+        middleware = context_middleware(backend=backend, summarizer=DETERMINISTIC)
+        model = scripted_model(script, window=WINDOW)
+        return create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=saver)
+
+    first = agent([*_steps(16), AIMessage("paused")])
+    await first.ainvoke({"messages": [HumanMessage(TASK)]}, config)
+    before = (await first.aget_state(config)).values[FOLD_STATE_KEY]["records"]
+    assert before
+    resumed = agent([*_steps(16), AIMessage("done")])  # new middleware, meter and preparer: another process
+    await resumed.ainvoke({"messages": [HumanMessage("Go on with the next pages.")]}, config)
+    values = (await resumed.aget_state(config)).values
+    records = values[FOLD_STATE_KEY]["records"]
+    assert len(records) > len(before)  # the resumed process folded too
+    task = values["messages"][0]
+    assert all(r["pinned"] == task.id for r in records)
+    for view in views.views:
+        assert view[0].content == TASK
+    last = views.views[-1]
+    assert is_summary(last[1])
+    assert "Never touch tests/legacy." not in str(last[1].content)
+    assert any(m.content == "Go on with the next pages." for m in last) or "Go on with the next pages." in str(
+        last[1].content
+    )  # the new request is in view, verbatim, or quoted by the facts of the fold that took it
