@@ -33,6 +33,7 @@ from ctxwarden.clip.index import MAX_THREADS, ThreadIndex
 from ctxwarden.clip.mask import NO_MASK, Mask, advance_pays, due_turns, last_masked, mask_of, masked_turns
 from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
+from ctxwarden.clip.pregist import Pregists, gist_budget
 from ctxwarden.core.layers import CallBudget, LayerEdit, PendingEvent
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
@@ -65,6 +66,7 @@ class ClearLayer:
     _indexes: OrderedDict[str, ThreadIndex] = field(default_factory=OrderedDict)
     _window: int | None = None
     """The window of the model being called: `gist_window_share` caps a gist by it."""
+    _pregists: Pregists = field(default_factory=Pregists)
 
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         self._window = budget.window.tokens
@@ -93,6 +95,9 @@ class ClearLayer:
             boundary, view, view_tokens, events = self._batch(
                 index, messages, boundary, masked, (view, view_tokens), used, budget
             )
+        if self.policy.mask_after_turns is not None and self._thread is not None:
+            jobs = self._pregists.jobs(index, turns, _hidden(index, boundary, masked)[0], self._window)
+            self._pregists.hand_over(self._ledger_here(), self._thread, jobs, self._count_line)
         if events or turns != boundary.masked_turns:  # a batch, or the mask moved: their placeholders' counts travel
             stored = index.memo.get("boundary")
             grown_from = stored[0] if stored is not None and stored[1] is self._stored else None
@@ -201,14 +206,19 @@ class ClearLayer:
 
     def _sync_ledger(self, thread: Sequence[BaseMessage]) -> TokenLedger:
         """The token ledger of this thread, brought up to date with its new messages."""
+        ledger = self._ledger_here()
+        with self._pregists.lock:  # the background gists read it too
+            ledger.sync(thread)
+        self._ledger = ledger
+        return ledger
+
+    def _ledger_here(self) -> TokenLedger:
         thread_id, namespace, _run = step_context()
         key = f"{thread_id}|{namespace}"
         ledger = self._ledgers.pop(key, None) or TokenLedger()
-        ledger.sync(thread)
         self._ledgers[key] = ledger
         while len(self._ledgers) > MAX_THREADS:
             self._ledgers.popitem(last=False)
-        self._ledger = ledger
         return ledger
 
     def _grown_view(self, index: ThreadIndex, boundary: Boundary, masked: Mask) -> list[BaseMessage]:
@@ -284,10 +294,7 @@ class ClearLayer:
         return replacement
 
     def _gist(self, message: ToolMessage, tokens: int) -> Gist | None:
-        budget = min(self.policy.gist_max_tokens, int(tokens * self.policy.gist_share))
-        window = self._window or self.policy.window
-        if self.policy.gist_window_share is not None and window:
-            budget = min(budget, int(window * self.policy.gist_window_share))
+        budget = gist_budget(self.policy, self._window, tokens)
         if budget <= 0:
             return None
         stored = self._stored.gists.get(message.tool_call_id)
@@ -297,6 +304,9 @@ class ClearLayer:
                 return kept
         ledger = self._current_ledger()
         position = ledger.position(message) if ledger is not None else None
+        made = self._pregists.get(message, budget, position) if position is not None else None
+        if made is not None:  # made ahead, in the background
+            return made
         seen = ledger.seen_before(position) if ledger is not None and position is not None else never_seen
         return gist(text_of(message), budget, self._count_line, seen)
 

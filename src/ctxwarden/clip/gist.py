@@ -281,6 +281,11 @@ class TokenLedger:
                 if len(places) < 3:
                     places.append(position)
 
+    @property
+    def size(self) -> int:
+        """How many messages of the thread are indexed."""
+        return len(self._messages)
+
     def position(self, message: BaseMessage) -> int | None:
         """Where `message` stands in the thread, or `None` when it is not one of its messages."""
         index = self._places.get(id(message))

@@ -133,6 +133,17 @@ def _hideable(index: ThreadIndex, start: int, end: int, hidden: tuple[Set[str], 
     return saved
 
 
+def upcoming(index: ThreadIndex, turns: int) -> list[str]:
+    """Call ids whose results the next advance of a `turns`-turn mask takes: the calls of the turns after its reach,
+    one advance's worth, the newest included (they come due on later calls); oldest first (none when not cost-first)."""
+    keep = index.policy.mask_after_turns
+    if keep is None:
+        return []
+    # the newest turns too: the one that comes due on the advancing call was handed over calls before
+    end = min(len(index.callers), turns + keep * MASK_STEP_FACTOR)  # a held mask: the same few turns
+    return [call_id for call_id, _large in _calls(index, turns, end)]
+
+
 def _calls(index: ThreadIndex, start: int, end: int) -> list[tuple[str, bool]]:
     """The maskable calls of turns `start` to `end`: each call id, and whether its arguments are large enough to
     clip."""
@@ -166,4 +177,5 @@ __all__ = [
     "last_masked",
     "mask_of",
     "masked_turns",
+    "upcoming",
 ]

@@ -1,0 +1,169 @@
+"""Gists made ahead, in a background thread, for the results the cost-first mask hides next.
+
+A mask advance hides the results of `MASK_STEP_FACTOR * mask_after_turns` turns at once,
+and each needs its gist (about a millisecond apiece on a long thread): made on the call
+that advances, they were that call's whole cost above the median. Which results an advance
+takes is known long before it — every result older than the newest `mask_after_turns`
+turns that the mask does not cover yet — and a gist depends only on the result and on what
+the thread showed before it, which no later message changes. So each call hands the ones
+not made yet to a background thread, which makes them while the model answers, and the
+advance finds them made. One not ready in time is made on the call, as before: the same
+lines either way (`clip.gist` is deterministic). One thread serves a layer's calls; it ends
+after `LINGER` seconds without work.
+
+The thread's token ledger is shared with the calls: it is brought up to date under
+`Pregists.lock` only, and the background thread copies what it needs of it (how often
+each of a result's tokens was shown before it) while holding the lock, so a call never
+waits on a gist being made. The gists are memory only, held weakly by the result's
+identity (`ObjectCache`, at most `MAX_PREGISTS`), and checked on use against the budget
+and the result's position in the thread they were made for.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence, Set
+
+from langchain_core.messages import BaseMessage, ToolMessage
+
+from ctxwarden.clip.gist import Gist, Seen, TokenLedger, gist
+from ctxwarden.clip.index import ThreadIndex
+from ctxwarden.clip.mask import upcoming
+from ctxwarden.core.caches import ObjectCache
+from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.core.text import TOKEN, text_of
+
+log = logging.getLogger(__name__)
+
+MAX_PREGISTS = 1_024
+"""Gists kept ahead at most (a mask advance takes a few; past it the oldest quarter is dropped)."""
+
+PREGIST_DELAY = 0.005
+"""Seconds the background thread waits once work is handed over: the call that hands it over has its own work to finish
+first (both need the interpreter), and the gists are needed only on a later call."""
+
+LINGER = 2.0
+"""Seconds an idle background thread waits for more work before it ends: starting a thread costs a call about 0.1 ms,
+so one thread serves the calls of a run."""
+
+Job = tuple[ToolMessage, int]
+"""A result and its gist budget in tokens."""
+
+
+def gist_budget(policy: ContextPolicy, window: int | None, tokens: int) -> int:
+    """Tokens of verbatim lines a result of `tokens` keeps when hidden, on a model of `window` tokens."""
+    budget = min(policy.gist_max_tokens, int(tokens * policy.gist_share))
+    window = window or policy.window
+    if policy.gist_window_share is not None and window:
+        budget = min(budget, int(window * policy.gist_window_share))
+    return budget
+
+
+class Pregists:
+    """The gists made ahead for one clearing layer (see the module)."""
+
+    __slots__ = ("_ending", "_idle", "_made", "_pending", "_wake", "_worker", "lock")
+
+    def __init__(self) -> None:
+        self._made: ObjectCache[tuple[int, int, Gist]] = ObjectCache(MAX_PREGISTS)
+        self._pending: tuple[TokenLedger, list[BaseMessage], list[Job], Callable[[str], int]] | None = None
+        self._wake = threading.Condition()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._worker: threading.Thread | None = None
+        self._ending = False
+        self.lock = threading.Lock()
+        """Held while a token ledger is brought up to date or read by the background thread."""
+
+    def get(self, message: BaseMessage, budget: int, position: int) -> Gist | None:
+        """The gist made ahead for `message` on `budget`, at `position` of the thread (`None`: none was)."""
+        hit = self._made.get(message)
+        return hit[2] if hit is not None and hit[0] == budget and hit[1] == position else None
+
+    def jobs(self, index: ThreadIndex, turns: int, hidden: Set[str], window: int | None) -> list[Job]:
+        """The results the next advance of a `turns`-turn mask takes (`clip.mask.upcoming`), not `hidden` already,
+        whose gist for a model of `window` tokens was not made yet."""
+        jobs: list[Job] = []
+        for call_id in upcoming(index, turns):
+            position = index.result_at.get(call_id)
+            message = index.messages[position] if position is not None and call_id not in hidden else None
+            if isinstance(message, ToolMessage):
+                budget = gist_budget(index.policy, window, index.meter.message_tokens(message))
+                hit = self._made.get(message)
+                if budget > 0 and (hit is None or hit[0] != budget):
+                    jobs.append((message, budget))
+        return jobs
+
+    def hand_over(
+        self,
+        ledger: TokenLedger,
+        thread: Sequence[BaseMessage],
+        jobs: list[Job],
+        counter: Callable[[str], int],
+    ) -> None:
+        """Have the gists of `jobs` made in the background. Only the latest hand-over is kept: each call's jobs hold
+        every one of the call before that was not made yet."""
+        if not jobs:
+            return
+        with self._wake:
+            self._pending = (ledger, list(thread), jobs, counter)
+            self._idle.clear()
+            if self._worker is not None and self._worker.is_alive() and not self._ending:
+                self._wake.notify()
+                return
+            self._ending = False
+            # a fresh context: the work belongs to no step of the run
+            self._worker = threading.Thread(
+                target=contextvars.Context().run, args=(self._run,), name="ctxwarden-pregist", daemon=True
+            )
+            self._worker.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until every gist handed over is made; whether they are."""
+        return self._idle.wait(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                if self._pending is None:
+                    self._idle.set()
+                    self._wake.wait(LINGER)
+                    if self._pending is None:
+                        self._ending = True  # under the lock: a hand-over from now on starts another thread
+                        return
+                work, self._pending = self._pending, None
+            time.sleep(PREGIST_DELAY)
+            try:
+                self._make(*work)
+            except Exception:  # a gist not made ahead is made on the call that needs it
+                log.debug("making gists ahead failed", exc_info=True)
+
+    def _make(
+        self,
+        ledger: TokenLedger,
+        thread: list[BaseMessage],
+        jobs: list[Job],
+        counter: Callable[[str], int],
+    ) -> None:
+        for message, budget in jobs:
+            text = text_of(message)
+            with self.lock:
+                if ledger.size < len(thread):  # a call may have brought it further already: never back
+                    ledger.sync(thread)
+                position = ledger.position(message)
+                if position is None:
+                    continue
+                seen = ledger.seen_before(position)
+                counts = {token: seen(token) for line in text.splitlines() for token in TOKEN.findall(line)}
+            made = gist(text, budget, counter, _seen_in(counts))
+            self._made.put(message, (budget, position, made))
+
+
+def _seen_in(counts: dict[str, int]) -> Seen:
+    return lambda token: counts.get(token, 0)
+
+
+__all__ = ["MAX_PREGISTS", "Job", "Pregists", "gist_budget"]
