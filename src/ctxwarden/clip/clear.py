@@ -28,7 +28,7 @@ from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
 from ctxwarden.clip.boundary import CLIP_STATE_KEY, Boundary, ClipState, boundary_of, placeholder_key, remembered
-from ctxwarden.clip.gist import Gist, TokenLedger, gist, gist_of_lines, never_seen
+from ctxwarden.clip.gist import Gist, ThreadLedgers, TokenLedger, gist, gist_of_lines, never_seen
 from ctxwarden.clip.index import MAX_THREADS, ThreadIndex
 from ctxwarden.clip.mask import NO_MASK, Mask, advance_pays, due_turns, last_masked, mask_of, masked_turns
 from ctxwarden.clip.order import superseded
@@ -59,7 +59,7 @@ class ClearLayer:
     )
     _stored: Boundary = field(default_factory=Boundary)
     """The boundary of the thread being shaped: its gist lines and placeholder counts."""
-    _ledgers: OrderedDict[str, TokenLedger] = field(default_factory=OrderedDict)
+    _ledgers: ThreadLedgers = field(default_factory=lambda: ThreadLedgers(MAX_THREADS))
     _ledger: TokenLedger | None = None
     _thread: Sequence[BaseMessage] | None = None
     _line_tokens: dict[str, int] = field(default_factory=dict)
@@ -97,7 +97,8 @@ class ClearLayer:
             )
         if self.policy.mask_after_turns is not None and self._thread is not None:
             jobs = self._pregists.jobs(index, turns, _hidden(index, boundary, masked)[0], self._window)
-            self._pregists.hand_over(self._ledger_here(), self._thread, jobs, self._count_line)
+            if jobs:
+                self._pregists.hand_over(self._ledgers.here(), self._thread, jobs, self._count_line)
         if events or turns != boundary.masked_turns:  # a batch, or the mask moved: their placeholders' counts travel
             stored = index.memo.get("boundary")
             grown_from = stored[0] if stored is not None and stored[1] is self._stored else None
@@ -206,19 +207,9 @@ class ClearLayer:
 
     def _sync_ledger(self, thread: Sequence[BaseMessage]) -> TokenLedger:
         """The token ledger of this thread, brought up to date with its new messages."""
-        ledger = self._ledger_here()
-        with self._pregists.lock:  # the background gists read it too
-            ledger.sync(thread)
+        ledger = self._ledgers.here()
+        ledger.sync(thread)
         self._ledger = ledger
-        return ledger
-
-    def _ledger_here(self) -> TokenLedger:
-        thread_id, namespace, _run = step_context()
-        key = f"{thread_id}|{namespace}"
-        ledger = self._ledgers.pop(key, None) or TokenLedger()
-        self._ledgers[key] = ledger
-        while len(self._ledgers) > MAX_THREADS:
-            self._ledgers.popitem(last=False)
         return ledger
 
     def _grown_view(self, index: ThreadIndex, boundary: Boundary, masked: Mask) -> list[BaseMessage]:

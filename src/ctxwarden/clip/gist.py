@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import heapq
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage
 
+from ctxwarden.core.runtime import step_context
 from ctxwarden.core.text import FAILURE, TOKEN, message_text
 
 SUMMARY = re.compile(
@@ -249,12 +252,14 @@ class TokenLedger:
     """Which messages of a thread showed each distinctive token: for "new in this output" in O(new messages).
 
     Keeps the first three positions of every token; `sync` indexes only the messages added
-    since the last call (by identity), and starts over when the thread is another one.
+    since the last call (by identity), and starts over when the thread is another one. `sync`
+    holds `lock`, which a reader in another thread holds too (`clip.pregist`).
     """
 
-    __slots__ = ("_firsts", "_messages", "_places", "_positions")
+    __slots__ = ("_firsts", "_messages", "_places", "_positions", "lock")
 
     def __init__(self) -> None:
+        self.lock = threading.Lock()
         self._messages: list[BaseMessage] = []
         self._positions: dict[str, list[int]] = {}
         self._places: dict[int, int] = {}
@@ -262,6 +267,10 @@ class TokenLedger:
         """The tokens each position was first to show (so `shown_again` reads no text)."""
 
     def sync(self, messages: Sequence[BaseMessage]) -> None:
+        with self.lock:
+            self._sync(messages)
+
+    def _sync(self, messages: Sequence[BaseMessage]) -> None:
         known = len(self._messages)
         if known and (
             known > len(messages)
@@ -307,6 +316,29 @@ class TokenLedger:
         return count
 
 
+class ThreadLedgers:
+    """The token ledger of each of the last `cap` threads (and subagent namespaces) a layer shaped."""
+
+    __slots__ = ("_by_thread", "cap")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._by_thread: OrderedDict[str, TokenLedger] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._by_thread)
+
+    def here(self) -> TokenLedger:
+        """The ledger of the thread of the step being run (an empty one the first time)."""
+        thread_id, namespace, _run = step_context()
+        key = f"{thread_id}|{namespace}"
+        ledger = self._by_thread.pop(key, None) or TokenLedger()
+        self._by_thread[key] = ledger
+        while len(self._by_thread) > self.cap:
+            self._by_thread.popitem(last=False)
+        return ledger
+
+
 __all__ = [
     "ERROR",
     "FAILING_TEST",
@@ -318,6 +350,7 @@ __all__ = [
     "TRACEBACK_START",
     "Gist",
     "Seen",
+    "ThreadLedgers",
     "TokenLedger",
     "choose_lines",
     "gist",

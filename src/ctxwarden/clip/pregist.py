@@ -11,12 +11,12 @@ advance finds them made. One not ready in time is made on the call, as before: t
 lines either way (`clip.gist` is deterministic). One thread serves a layer's calls; it ends
 after `LINGER` seconds without work.
 
-The thread's token ledger is shared with the calls: it is brought up to date under
-`Pregists.lock` only, and the background thread copies what it needs of it (how often
-each of a result's tokens was shown before it) while holding the lock, so a call never
-waits on a gist being made. The gists are memory only, held weakly by the result's
-identity (`ObjectCache`, at most `MAX_PREGISTS`), and checked on use against the budget
-and the result's position in the thread they were made for.
+The thread's token ledger is shared with the calls: the background thread copies what it
+needs of it (how often each of a result's tokens was shown before it) under the ledger's
+lock, which its `sync` holds too, so a call never waits on a gist being made. The gists
+are memory only, held weakly by the result's identity (`ObjectCache`, at most
+`MAX_PREGISTS`), and checked on use against the budget and the result's position in the
+thread they were made for.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def gist_budget(policy: ContextPolicy, window: int | None, tokens: int) -> int:
 class Pregists:
     """The gists made ahead for one clearing layer (see the module)."""
 
-    __slots__ = ("_ending", "_idle", "_made", "_pending", "_wake", "_worker", "lock")
+    __slots__ = ("_ending", "_idle", "_made", "_pending", "_wake", "_worker")
 
     def __init__(self) -> None:
         self._made: ObjectCache[tuple[int, int, Gist]] = ObjectCache(MAX_PREGISTS)
@@ -75,8 +75,6 @@ class Pregists:
         self._idle.set()
         self._worker: threading.Thread | None = None
         self._ending = False
-        self.lock = threading.Lock()
-        """Held while a token ledger is brought up to date or read by the background thread."""
 
     def get(self, message: BaseMessage, budget: int, position: int) -> Gist | None:
         """The gist made ahead for `message` on `budget`, at `position` of the thread (`None`: none was)."""
@@ -150,9 +148,9 @@ class Pregists:
     ) -> None:
         for message, budget in jobs:
             text = text_of(message)
-            with self.lock:
-                if ledger.size < len(thread):  # a call may have brought it further already: never back
-                    ledger.sync(thread)
+            if ledger.size < len(thread):  # a call may have brought it further already: never back
+                ledger.sync(thread)
+            with ledger.lock:
                 position = ledger.position(message)
                 if position is None:
                     continue
