@@ -215,6 +215,35 @@ def test_the_deterministic_summary_extends_the_previous_one() -> None:
     assert second.count("## Session intent") == 1
 
 
+def test_the_deterministic_summary_quotes_output_lines_whole_and_only_real_errors() -> None:
+    source = "\n".join(["class Field:", "    default_error_messages = {", "        'invalid': 'bad',", "    }"])
+    failing = "\n".join(["Traceback (most recent call last):", '  File "t.py", line 3', "KeyError: 'product'"])
+    long_first = "x" * 500
+    turns = [
+        AIMessage("", tool_calls=[{"name": "bash", "args": {"command": "cat fields.py"}, "id": "c1"}]),
+        ToolMessage(source, tool_call_id="c1"),
+        AIMessage("", tool_calls=[{"name": "bash", "args": {"command": "python t.py"}, "id": "c2"}]),
+        ToolMessage(failing, tool_call_id="c2"),
+        AIMessage("", tool_calls=[{"name": "bash", "args": {"command": "cat big.log"}, "id": "c3"}]),
+        ToolMessage(long_first, tool_call_id="c3"),
+    ]
+    summary = deterministic_summary(None, turns)
+    errors = summary.split("## Errors seen")[1].split("## ")[0]
+    # the failing command is named and its error line quoted whole, on its own line; a source line that merely
+    # mentions errors is not an error
+    assert "- bash(python t.py) failed:\n  KeyError: 'product'\n" in errors
+    assert "default_error_messages" not in errors
+    artifacts = summary.split("## Artifacts")[1].split("## ")[0]
+    assert "- bash(cat fields.py) -> " in artifacts
+    assert "\n  class Field:\n" in artifacts
+    assert long_first not in summary
+    assert "…" not in artifacts
+    # the next summary extends this one with the quoted lines still under their entries
+    extended = deterministic_summary(summary, [AIMessage("Fixing the KeyError now.")])
+    assert "- bash(python t.py) failed:\n  KeyError: 'product'\n" in extended
+    assert extended.count("KeyError: 'product'") == 1
+
+
 class Overflowing(ScriptedChatModel):
     """A provider that refuses requests over `limit` tokens (counted roughly) with a context-overflow error."""
 

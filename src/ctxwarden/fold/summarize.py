@@ -21,7 +21,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxwarden.core.io import Call, Steps, arun, run
-from ctxwarden.core.text import one_line, text_of
+from ctxwarden.core.text import error_line, one_line, text_of
 from ctxwarden.core.window import model_name
 from ctxwarden.errors import SummarizerError, SummarizerTimeoutError
 from ctxwarden.fold.state import is_summary
@@ -68,8 +68,9 @@ Keep it under {budget} words. Extend the previous summary rather than restarting
 PATH = re.compile(
     r"(?<![\w/.-])((?:/|\./|\.\./)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}|[\w-]+\.(?:py|md|txt|json|toml|yaml|yml|cfg|ini|sql|js|ts|rs|go|c|h|cpp|java|sh))\b"
 )
-ERROR_LINE = re.compile(r"(Traceback|Error|Exception|FAILED|error:|failed)", re.IGNORECASE)
 LINE_CAP = 240
+QUOTE_INDENT = "  "
+"""An entry's quoted line of output is indented under it: a whole line of the original, never cut or reworded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,24 +209,22 @@ def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage],
     for reply in said[-4:]:
         sections["Key decisions"].append(one_line(_plain(reply.content), LINE_CAP))
     artifacts: OrderedDict[str, None] = OrderedDict()
+    labels: dict[str, str] = {}  # call id -> what was called, for the errors its result shows
     for item in messages:
         if isinstance(item, AIMessage):
             for call in item.tool_calls:
-                result = outcomes.get(str(call.get("id")))
-                outcome = _outcome(result)
                 args = call.get("args") or {}
                 command = args.get("command") or args.get("file_path") or args.get("path") or ""
                 label = f"{call.get('name')}({one_line(str(command), 160)})" if command else f"{call.get('name')}()"
-                artifacts[f"{label} -> {outcome}"] = None
+                labels[str(call.get("id"))] = label
+                artifacts[f"{label} -> {_outcome(outcomes.get(str(call.get('id'))))}"] = None
                 for path in PATH.findall(str(args)):
                     artifacts[f"file {path}"] = None
         if isinstance(item, ToolMessage):
-            text = text_of(item)
-            error = next((line.strip() for line in text.splitlines() if ERROR_LINE.search(line)), None)
+            error = error_line(text_of(item))
             if error:
-                sections["Errors seen"].append(
-                    f"call {item.tool_call_id}: {one_line(error, LINE_CAP)} (seen; see later calls for the fix)"
-                )
+                label = labels.get(item.tool_call_id, f"call {item.tool_call_id}")
+                sections["Errors seen"].append(_quoting(f"{label} failed:", error))
     sections["Artifacts"].extend(artifacts)
     if said:
         sections["Current state"] = [one_line(_plain(said[-1].content), 600)]
@@ -266,10 +265,17 @@ def _outcome(result: ToolMessage | None) -> str:
     if result is None:
         return "no result"
     text = text_of(result)
-    if result.status == "error":
-        return f"error: {one_line(text, 120)}"
     first = next((line for line in text.splitlines() if line.strip()), "")
-    return f"{len(text):,} chars: {one_line(first, 120)}" if first else "empty"
+    said = "error" if result.status == "error" else f"{len(text):,} chars"
+    return _quoting(f"{said}, first line:", first) if first else "empty"
+
+
+def _quoting(label: str, line: str) -> str:
+    """`label`, then `line` whole on its own indented line; a line too long to quote is left to `recall`."""
+    line = line.strip()
+    if not line or len(line) > LINE_CAP:
+        return label.rstrip(":")
+    return f"{label}\n{QUOTE_INDENT}{line}"
 
 
 def _parse(summary: str | None) -> dict[str, list[str]]:
@@ -289,6 +295,8 @@ def _parse(summary: str | None) -> dict[str, list[str]]:
             and not line.startswith("- … ")
         ):
             found[current].append(line[2:].strip())
+        elif current and line.startswith(QUOTE_INDENT) and line.strip() and found[current]:
+            found[current][-1] += f"\n{line}"  # the quoted line of the entry above
     return found
 
 
