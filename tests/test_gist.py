@@ -101,6 +101,27 @@ SIGNAL_LINES = [
 ]
 
 
+def test_a_gist_of_numbered_lines_spends_its_budget_on_lines_that_hold_something() -> None:
+    # `grep -n -A` / `cat -n` output: every line carries a fresh number, the blank and bracket lines nothing else
+    body = []
+    for start in (750, 1210, 1630):
+        body += [
+            f"{start}:    def resolve_dependency_graph_{start}(self, model_instance, add):",
+            f'{start + 1}-        """',
+            f"{start + 2}-        ",
+            f"{start + 3}-        attribute_cache_{start} = getattr(model_instance, cache_name)",
+            f"{start + 4}-        )",
+            f"{start + 5}-",
+        ]
+    text = "\n".join(body)
+    kept = gist(text, 90, METER.counter).text.splitlines()
+    assert "750:    def resolve_dependency_graph_750(self, model_instance, add):" in kept
+    assert "753-        attribute_cache_750 = getattr(model_instance, cache_name)" in kept
+    bare = [line for line in body if not any(c.isalpha() for c in line)]
+    assert len(bare) == 12
+    assert not set(bare) & set(kept)
+
+
 def test_a_line_skipped_by_the_signal_words_matches_no_signal_pattern() -> None:
     """The word check spares most lines five slow searches, and never a line one of them matches."""
     patterns = (SUMMARY, FAILING_TEST, TRACEBACK_START, ERROR, FAILURE)

@@ -49,6 +49,9 @@ ERROR = re.compile(
 FAILING_TEST = re.compile(r"^(FAILED|ERROR)\s+\S+|::\S+\s+(FAILED|ERROR)\b|^(FAIL|ERROR): \w+")
 GREP_LINE = re.compile(r"^(?P<path>[^\s:][^:\n]{0,300}?):(?P<line>\d+)[:-]")
 
+LINE_NUMBER = re.compile(r"^\s*(\d+)(?:[:-]|\t|\s{2,})")
+"""The line-number prefix of `grep -n`, `cat -n` and `nl` output: an address, worth what the line it addresses holds."""
+
 DEFINITION = re.compile(r"^\s*(?:\d+[:\s-]+)?\s*(?:async\s+)?(?:def|class|function|fn|func|struct|interface)\s+\w")
 
 MAX_LINE_CHARS = 1_000
@@ -111,8 +114,12 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
         if not stripped or len(line) > MAX_LINE_CHARS:
             continue
         found = []
+        signal = _signal(line, maybe)
+        tokens = _tokens(line, signal)
+        if tokens is None:
+            continue
         # in order of appearance, not a set's: the sums below, and the ties they decide, are the same in every process
-        for token in dict.fromkeys(TOKEN.findall(line)):
+        for token in dict.fromkeys(tokens):
             weight = weight_cache.get(token)
             if weight is None:
                 if len(weight_cache) >= MAX_CANDIDATES * 8:
@@ -120,7 +127,7 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
                 weight = weight_cache[token] = _weight(token, seen(token))
             if weight > 0:
                 found.append((token, weight))
-        extra = _signal(line, maybe) + (0.75 if index < 2 or index > last - 2 else 0.0)
+        extra = signal + (0.75 if index < 2 or index > last - 2 else 0.0)
         if not found and extra <= 0:
             continue
         line_cost = counter(line) + 1
@@ -161,6 +168,18 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
         left -= cost[index]
         covered.update(token for token, _weight in tokens_of[index])
     return sorted(chosen)
+
+
+def _tokens(line: str, signal: float) -> list[str] | None:
+    """The distinctive tokens of `line`, or `None` for a numbered line that numbers nothing worth quoting.
+
+    A `grep -n`, `cat -n` or `nl` line's number is an address, worth what the line it addresses holds: without a
+    token or a signal after it, `753-        \"\"\"` would cost three tokens and bring back nothing."""
+    tokens = TOKEN.findall(line)
+    numbered = LINE_NUMBER.match(line)
+    if numbered is None or signal > 0 or TOKEN.search(line, numbered.end()):
+        return tokens
+    return None
 
 
 def _spread(lines: Sequence[str], cap: int = 20_000) -> dict[str, int]:
