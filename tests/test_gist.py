@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import re
 import subprocess
 import sys
 from typing import Any, cast
 
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -19,8 +21,10 @@ from ctxwarden.clip.gist import ERROR, FAILING_TEST, GAP, SUMMARY, TRACEBACK_STA
 from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.clip.preview import preview
-from ctxwarden.core.text import FAILURE
+from ctxwarden.core.text import FAILURE, TOKEN, TOKEN_DEFINITION, message_text
+from ctxwarden.demo.run import default_trajectory
 from ctxwarden.replay import scripted_model
+from ctxwarden.replay.recording import load_recording
 from ctxwarden.stack.middleware import ContextWindowMiddleware
 from views import Views
 
@@ -122,6 +126,18 @@ def test_a_gist_of_numbered_lines_spends_its_budget_on_lines_that_hold_something
     assert not set(bare) & set(kept)
 
 
+def test_the_token_pattern_finds_exactly_what_its_definition_finds() -> None:
+    recording = load_recording(default_trajectory())
+    texts = [*recording.outputs.values(), *(message_text(step) for turn in recording.turns for step in turn.steps)]
+    texts += ["src/app/x.py a/b 123abc 1abcdefg module_name/foo x-y/z ..//.. über_straße/naïve 4567 _private_name"]
+    texts += ["12/345", "v1.2.3-rc/9", "-/-", "abc/", "/usr/bin/env", "αβγδεζη/θ", "0x1F2E3D4C", "a_b_c_d_e.f"]
+    plain = re.compile(TOKEN_DEFINITION)
+    assert sum(len(plain.findall(text)) for text in texts) > 5_000
+    for text in texts:
+        assert TOKEN.findall(text) == plain.findall(text)
+        assert TOKEN.findall(text, 7) == plain.findall(text, 7)
+
+
 def test_a_line_skipped_by_the_signal_words_matches_no_signal_pattern() -> None:
     """The word check spares most lines five slow searches, and never a line one of them matches."""
     patterns = (SUMMARY, FAILING_TEST, TRACEBACK_START, ERROR, FAILURE)
@@ -148,6 +164,29 @@ def test_a_gist_is_byte_stable_and_skips_what_the_thread_already_showed() -> Non
     seen = ledger.seen_before(position)
     assert seen("resolve_dependency_graph") == 1
     assert seen("AssertionError") == 0
+
+
+def test_a_token_ledger_counts_up_to_three_showings_and_holds_no_container_per_token() -> None:
+    # 10,000 distinct tokens, one result each; `shared_detail` shown by results 3, 5, 8 and 9; the last message
+    # repeats every token result 6 was first to show
+    thread: list[BaseMessage] = [
+        ToolMessage(
+            " ".join(f"value_{i}_{j}" for j in range(50)) + (" shared_detail" if i in {3, 5, 8, 9} else ""),
+            tool_call_id=f"c{i}",
+        )
+        for i in range(200)
+    ]
+    thread.append(HumanMessage(" ".join(f"value_6_{j}" for j in range(50))))
+    gc.collect()
+    before = len(gc.get_objects())
+    ledger = TokenLedger()
+    ledger.sync(thread)
+    gc.collect()
+    assert len(gc.get_objects()) - before < 1_000  # a list per token made it more than 10,000
+    assert [ledger.seen_before(at)("shared_detail") for at in (3, 4, 6, 9, 10)] == [0, 1, 2, 3, 3]
+    assert ledger.seen_before(100)("value_7_3") == 1
+    assert ledger.shown_again(thread[6], 6)
+    assert not ledger.shown_again(thread[7], 7)
 
 
 def test_a_cleared_placeholder_quotes_the_gist_and_keeps_the_recall_pointer() -> None:

@@ -270,17 +270,21 @@ def _value(tokens: list[tuple[str, float]], bonus: float, covered: set[str]) -> 
 class TokenLedger:
     """Which messages of a thread showed each distinctive token: for "new in this output" in O(new messages).
 
-    Keeps the first three positions of every token; `sync` indexes only the messages added
-    since the last call (by identity), and starts over when the thread is another one. `sync`
-    holds `lock`, which a reader in another thread holds too (`clip.pregist`).
+    Keeps the first three positions of every token, each in a dict of its own: a list per token made a 1M-token
+    thread's first index allocate tens of thousands of containers, enough to set off a full pass of the garbage
+    collector over the thread just loaded. `sync` indexes only the messages added since the last call (by identity),
+    and starts over when the thread is another one. `sync` holds `lock`, which a reader in another thread holds too
+    (`clip.pregist`).
     """
 
-    __slots__ = ("_firsts", "_messages", "_places", "_positions", "lock")
+    __slots__ = ("_first", "_firsts", "_messages", "_places", "_second", "_third", "lock")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self._messages: list[BaseMessage] = []
-        self._positions: dict[str, list[int]] = {}
+        self._first: dict[str, int] = {}
+        self._second: dict[str, int] = {}
+        self._third: dict[str, int] = {}
         self._places: dict[int, int] = {}
         self._firsts: dict[int, list[str]] = {}
         """The tokens each position was first to show (so `shown_again` reads no text)."""
@@ -296,18 +300,22 @@ class TokenLedger:
             or messages[0] is not self._messages[0]
             or messages[known - 1] is not self._messages[-1]
         ):
-            self._messages, self._positions, self._places, self._firsts = [], {}, {}, {}
+            self._messages, self._places, self._firsts = [], {}, {}
+            self._first, self._second, self._third = {}, {}, {}
             known = 0
+        first, second, third = self._first, self._second, self._third
         for position in range(known, len(messages)):
             message = messages[position]
             self._messages.append(message)
             self._places[id(message)] = position
             for token in set(TOKEN.findall(message_text(message))):
-                places = self._positions.setdefault(token, [])
-                if not places:
+                if token not in first:
+                    first[token] = position
                     self._firsts.setdefault(position, []).append(token)
-                if len(places) < 3:
-                    places.append(position)
+                elif token not in second:
+                    second[token] = position
+                elif token not in third:
+                    third[token] = position
 
     @property
     def size(self) -> int:
@@ -323,14 +331,21 @@ class TokenLedger:
         """Whether every distinctive token `message` was first to show also appears in a later message."""
         if self.position(message) != position:
             return False
-        # positions are kept in order, so a token first shown here appears later iff a second position is kept
-        return all(len(self._positions[token]) > 1 for token in self._firsts.get(position, ()))
+        return all(token in self._second for token in self._firsts.get(position, ()))
 
     def seen_before(self, position: int) -> Seen:
         """How many messages before `position` showed a token."""
+        first, second, third = self._first, self._second, self._third
 
         def count(token: str) -> int:
-            return sum(1 for p in self._positions.get(token, ()) if p < position)
+            place = first.get(token)
+            if place is None or place >= position:
+                return 0
+            place = second.get(token)
+            if place is None or place >= position:
+                return 1
+            place = third.get(token)
+            return 2 if place is None or place >= position else 3
 
         return count
 
