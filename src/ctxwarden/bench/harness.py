@@ -64,6 +64,12 @@ class StepTimer(BaseCallbackHandler):
         self._started: dict[UUID, float] = {}
         self.durations_ms: list[float] = []
 
+    @property
+    def ignore_chat_model(self) -> bool:
+        """Skipped for chat-model events: langchain gives a handler without `on_chat_model_start` every message as
+        text instead (`on_llm_start`), a cost of the timer that grows with the view and would count as overhead."""
+        return True
+
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         if kwargs.get("name") == "model":
             self._started[run_id] = time.perf_counter()

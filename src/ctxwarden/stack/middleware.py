@@ -52,6 +52,7 @@ from ctxwarden.fold.tool import make_compact_tool
 from ctxwarden.stack.call_events import asks_for_tools, before_call_events, failed_call_events, tool_event
 from ctxwarden.stack.pick import ModelPicker
 from ctxwarden.stack.search_scope import ThreadScope
+from ctxwarden.stack.tool_copies import ToolInstances
 from ctxwarden.thread.view import ContextState
 from ctxwarden.trace.recorder import PendingEvent, TraceRecorder
 
@@ -84,6 +85,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         self.evictor = Evictor(backend, self.policy, self.meter)
         scope = ThreadScope(backend, self.policy, self.meter)  # recall(query=...) marks what the model sees
         self.tools = [make_recall_tool(backend, scope=scope, meter=self.meter), make_compact_tool()]
+        self.tool_instances = ToolInstances()  # a tool copied on every call keeps its schema memo
 
     @property
     def name(self) -> str:
@@ -121,9 +123,13 @@ class ContextWindowMiddleware(AgentMiddleware):
         return CallBudget(window, measurement, self.policy, force)
 
     def _picked(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
-        """The request with the model the run's context picks (before anything is measured)."""
+        """The request with the model the run's context picks (before anything is measured), and with each copy of
+        a tool seen before swapped for its first instance (see `stack.tool_copies`)."""
         model = self.pick_model(request) if self.pick_model is not None else None
-        return request if model is None or model is request.model else request.override(model=model)
+        tools = self.tool_instances.reused(request.tools)
+        if model is not None and model is not request.model:
+            return request.override(model=model, tools=tools)
+        return request if tools is request.tools else request.override(tools=tools)
 
     def _shape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
         request = self._picked(request)
