@@ -59,9 +59,12 @@ def recall_cost_plot(results: Sequence[dict[str, Any]], path: Path) -> None:
             cost = relative[(r["strategy"], window)]
             if cost is not None:  # strategies on the same point share one label
                 points.setdefault((round(cost, 3), round(r["recall"], 3)), []).append(r["strategy"])
-        for (cost, recall), names in points.items():
-            ax.scatter([cost], [recall], s=40)
-            ax.annotate(", ".join(names), (cost, recall), textcoords="offset points", xytext=(5, 4), fontsize=7)
+        order = {name: rank for rank, name in enumerate(dict.fromkeys(r["strategy"] for r in results))}
+        for (cost, recall), names in sorted(points.items(), key=lambda item: order[item[1][0]]):
+            # a legend, not labels beside the points: where nothing needs managing the points all but coincide
+            color = f"C{order[names[0]] % 10}"  # a strategy keeps its color in every panel
+            ax.scatter([cost], [recall], s=40, color=color, label=", ".join(names), zorder=3)
+        ax.legend(fontsize=7, loc="lower right")
         ax.set_title(f"{window:,}-token window", fontsize=10)
         ax.set_xlabel(f"cache cost vs {BASELINE}")
         ax.set_ylabel("reference recall")
