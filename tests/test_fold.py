@@ -234,14 +234,50 @@ def test_the_deterministic_summary_quotes_output_lines_whole_and_only_real_error
     assert "- bash(python t.py) failed:\n  KeyError: 'product'\n" in errors
     assert "default_error_messages" not in errors
     artifacts = summary.split("## Artifacts")[1].split("## ")[0]
-    assert "- bash(cat fields.py) -> " in artifacts
-    assert "\n  class Field:\n" in artifacts
+    assert "- bash, 75 chars, its command and first line:\n  cat fields.py\n  class Field:\n" in artifacts
+    assert "- bash, 500 chars, its command:\n  cat big.log\n" in artifacts
     assert long_first not in summary
     assert "…" not in artifacts
     # the next summary extends this one with the quoted lines still under their entries
     extended = deterministic_summary(summary, [AIMessage("Fixing the KeyError now.")])
     assert "- bash(python t.py) failed:\n  KeyError: 'product'\n" in extended
     assert extended.count("KeyError: 'product'") == 1
+
+
+def test_the_deterministic_summary_quotes_what_the_agent_said_in_whole_lines_once() -> None:
+    long = "Looking at this more closely, " + "the lookup table is rebuilt on every call and " * 8
+    turns = [
+        AIMessage(
+            "I will read the tokenizer first.",
+            tool_calls=[{"name": "bash", "args": {"command": "cat tok.py"}, "id": "c1"}],
+        ),
+        ToolMessage("def tokenize(text):", tool_call_id="c1"),
+        AIMessage(
+            f"{long}\nThe cache key is `_lookup_cache_v2`.",
+            tool_calls=[{"name": "bash", "args": {"command": "grep -n cache tok.py"}, "id": "c2"}],
+        ),
+        ToolMessage("41:    _lookup_cache_v2 = {}", tool_call_id="c2"),
+        AIMessage(
+            "Next I patch line 41 of tok.py.",
+            tool_calls=[{"name": "bash", "args": {"command": "sed -n '41,60p' tok.py"}, "id": "c3"}],
+        ),
+        ToolMessage("    _lookup_cache_v2 = {}", tool_call_id="c3"),
+    ]
+    summary = deterministic_summary(None, turns)
+    section = {part.split("\n", 1)[0]: part for part in summary.split("## ")[1:]}
+    # each of the agent's lines short enough to quote stands whole on its own line; a longer one is left out of them
+    assert "said:\n  I will read the tokenizer first.\n" in section["Key decisions"]
+    assert "said:\n  The cache key is `_lookup_cache_v2`.\n" in section["Key decisions"]
+    assert long not in summary
+    # the last reply is the next step, said once; the current state is the last call with what came back
+    assert section["Next steps"] == "Next steps\n- said last:\n  Next I patch line 41 of tok.py."
+    assert summary.count("Next I patch line 41 of tok.py.") == 1
+    assert "- last call: bash, 25 chars, its command and first line:\n  sed -n '41,60p' tok.py\n" in summary
+    # folded again, the step taken is among the decisions and the new last reply is the next step
+    extended = deterministic_summary(summary, [AIMessage("Running the tests now.")])
+    later = {part.split("\n", 1)[0]: part for part in extended.split("## ")[1:]}
+    assert "said:\n  Next I patch line 41 of tok.py.\n" in later["Key decisions"]
+    assert later["Next steps"] == "Next steps\n- said last:\n  Running the tests now."
 
 
 class Overflowing(ScriptedChatModel):

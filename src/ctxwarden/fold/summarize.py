@@ -71,6 +71,9 @@ PATH = re.compile(
 LINE_CAP = 240
 QUOTE_INDENT = "  "
 """An entry's quoted line of output is indented under it: a whole line of the original, never cut or reworded."""
+SAID_LABEL = "said:"
+NEXT_LABEL = "said last:"
+"""Labels of the agent's own lines, quoted under Key decisions and under Next steps."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,18 +209,22 @@ def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage],
         sections["User constraints and preferences"].append(f'"{one_line(_plain(message.content), 600)}"')
     outcomes = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     said = [m for m in messages if isinstance(m, AIMessage) and _plain(m.content).strip()]
-    for reply in said[-4:]:
-        sections["Key decisions"].append(one_line(_plain(reply.content), LINE_CAP))
+    if said:  # the next step of the summary extended here was taken before these turns: it is a decision now
+        sections["Key decisions"].extend(entry.replace(NEXT_LABEL, SAID_LABEL, 1) for entry in sections["Next steps"])
+    for reply in said[-5:-1]:  # the last reply is the next step
+        sections["Key decisions"].append(_said(SAID_LABEL, reply.content, 2))
     artifacts: OrderedDict[str, None] = OrderedDict()
     labels: dict[str, str] = {}  # call id -> what was called, for the errors its result shows
+    last_call: str | None = None
     for item in messages:
         if isinstance(item, AIMessage):
             for call in item.tool_calls:
                 args = call.get("args") or {}
-                command = args.get("command") or args.get("file_path") or args.get("path") or ""
-                label = f"{call.get('name')}({one_line(str(command), 160)})" if command else f"{call.get('name')}()"
+                command = str(args.get("command") or args.get("file_path") or args.get("path") or "")
+                label = f"{call.get('name')}({one_line(command, 160)})" if command else f"{call.get('name')}()"
                 labels[str(call.get("id"))] = label
-                artifacts[f"{label} -> {_outcome(outcomes.get(str(call.get('id'))))}"] = None
+                last_call = _call_entry(str(call.get("name")), command, outcomes.get(str(call.get("id"))))
+                artifacts[last_call] = None
                 for path in PATH.findall(str(args)):
                     artifacts[f"file {path}"] = None
         if isinstance(item, ToolMessage):
@@ -226,11 +233,12 @@ def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage],
                 label = labels.get(item.tool_call_id, f"call {item.tool_call_id}")
                 sections["Errors seen"].append(_quoting(f"{label} failed:", error))
     sections["Artifacts"].extend(artifacts)
-    if said:
-        sections["Current state"] = [one_line(_plain(said[-1].content), 600)]
-        sections["Next steps"] = [one_line(_plain(said[-1].content), 600)]
+    if last_call is not None:
+        sections["Current state"] = [f"last call: {last_call}"]
     elif messages:
         sections["Current state"] = [f"last action: {one_line(_plain(messages[-1].content), LINE_CAP)}"]
+    if said:
+        sections["Next steps"] = [_said("said last:", said[-1].content, 3)]
     out = []
     for name, lines in sections.items():
         unique = list(OrderedDict.fromkeys(line for line in lines if line))
@@ -261,13 +269,34 @@ def extension(later: Sequence[BaseMessage]) -> str | None:
     return "\n\n".join([EXTENSION_HEADING, *said])
 
 
-def _outcome(result: ToolMessage | None) -> str:
+def _call_entry(name: str, command: str, result: ToolMessage | None) -> str:
+    """A call and what came back: its command's first line and its output's first line, each whole on its own line
+    (a command longer than a quotable line is named inline, cut, as prose)."""
+    text = text_of(result) if result is not None else ""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     if result is None:
-        return "no result"
-    text = text_of(result)
-    first = next((line for line in text.splitlines() if line.strip()), "")
-    said = "error" if result.status == "error" else f"{len(text):,} chars"
-    return _quoting(f"{said}, first line:", first) if first else "empty"
+        back = "no result"
+    elif not first:
+        back = "empty"
+    else:
+        back = "error" if result.status == "error" else f"{len(text):,} chars"
+    opening = next((line.strip() for line in command.splitlines() if line.strip()), "")
+    quoted = [line for line in (opening, first) if line and len(line) <= LINE_CAP]
+    if opening and opening in quoted:
+        what = "its command and first line" if first in quoted[1:] else "its command"
+        return f"{name}, {back}, {what}:" + "".join(f"\n{QUOTE_INDENT}{line}" for line in quoted)
+    label = f"{name}({one_line(command, 160)})" if command else f"{name}()"
+    return _quoting(f"{label} -> {back}, first line:", first) if first else f"{label} -> {back}"
+
+
+def _said(label: str, content: Any, most: int) -> str:
+    """What the agent said: up to `most` of its lines, each whole on its own line under `label`; a reply without a line
+    short enough to quote is kept as one line, cut (prose, as a summarizer model would write)."""
+    text = _plain(content)
+    lines = [line.strip() for line in text.splitlines() if line.strip() and len(line.strip()) <= LINE_CAP][:most]
+    if not lines:
+        return one_line(text, LINE_CAP)
+    return label + "".join(f"\n{QUOTE_INDENT}{line}" for line in lines)
 
 
 def _quoting(label: str, line: str) -> str:
