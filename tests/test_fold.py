@@ -234,8 +234,8 @@ def test_the_deterministic_summary_quotes_output_lines_whole_and_only_real_error
     assert "- bash(python t.py) failed:\n  KeyError: 'product'\n" in errors
     assert "default_error_messages" not in errors
     artifacts = summary.split("## Artifacts")[1].split("## ")[0]
-    assert "- bash, 75 chars, its command and first line:\n  cat fields.py\n  class Field:\n" in artifacts
-    assert "- bash, 500 chars, its command:\n  cat big.log\n" in artifacts
+    assert "- bash -> 75 chars, input and first line:\n  cat fields.py\n  class Field:\n" in artifacts
+    assert "- bash -> 500 chars, input:\n  cat big.log\n" in artifacts
     assert long_first not in summary
     assert "…" not in artifacts
     # the next summary extends this one with the quoted lines still under their entries
@@ -272,7 +272,8 @@ def test_the_deterministic_summary_quotes_what_the_agent_said_in_whole_lines_onc
     # the last reply is the next step, said once; the current state is the last call with what came back
     assert section["Next steps"] == "Next steps\n- said last:\n  Next I patch line 41 of tok.py."
     assert summary.count("Next I patch line 41 of tok.py.") == 1
-    assert "- last call: bash, 25 chars, its command and first line:\n  sed -n '41,60p' tok.py\n" in summary
+    assert "- last call: bash(sed -n '41,60p' tok.py) -> 25 chars\n" in summary
+    assert "- bash -> 25 chars, input and first line:\n  sed -n '41,60p' tok.py\n  _lookup_cache_v2 = {}\n" in summary
     # folded again, the step taken is among the decisions and the new last reply is the next step
     extended = deterministic_summary(summary, [AIMessage("Running the tests now.")])
     later = {part.split("\n", 1)[0]: part for part in extended.split("## ")[1:]}

@@ -223,8 +223,9 @@ def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage],
                 command = str(args.get("command") or args.get("file_path") or args.get("path") or "")
                 label = f"{call.get('name')}({one_line(command, 160)})" if command else f"{call.get('name')}()"
                 labels[str(call.get("id"))] = label
-                last_call = _call_entry(str(call.get("name")), command, outcomes.get(str(call.get("id"))))
-                artifacts[last_call] = None
+                result = outcomes.get(str(call.get("id")))
+                artifacts[_call_entry(str(call.get("name")), command, result)] = None
+                last_call = f"{label} -> {_came_back(result)}"
                 for path in PATH.findall(str(args)):
                     artifacts[f"file {path}"] = None
         if isinstance(item, ToolMessage):
@@ -238,7 +239,7 @@ def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage],
     elif messages:
         sections["Current state"] = [f"last action: {one_line(_plain(messages[-1].content), LINE_CAP)}"]
     if said:
-        sections["Next steps"] = [_said("said last:", said[-1].content, 3)]
+        sections["Next steps"] = [_said(NEXT_LABEL, said[-1].content, 3)]
     out = []
     for name, lines in sections.items():
         unique = list(OrderedDict.fromkeys(line for line in lines if line))
@@ -270,23 +271,30 @@ def extension(later: Sequence[BaseMessage]) -> str | None:
 
 
 def _call_entry(name: str, command: str, result: ToolMessage | None) -> str:
-    """A call and what came back: its command's first line and its output's first line, each whole on its own line
-    (a command longer than a quotable line is named inline, cut, as prose)."""
-    text = text_of(result) if result is not None else ""
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    if result is None:
-        back = "no result"
-    elif not first:
-        back = "empty"
-    else:
-        back = "error" if result.status == "error" else f"{len(text):,} chars"
-    opening = next((line.strip() for line in command.splitlines() if line.strip()), "")
-    quoted = [line for line in (opening, first) if line and len(line) <= LINE_CAP]
-    if opening and opening in quoted:
-        what = "its command and first line" if first in quoted[1:] else "its command"
-        return f"{name}, {back}, {what}:" + "".join(f"\n{QUOTE_INDENT}{line}" for line in quoted)
+    """A call and what came back: the first line of its input (a command, a path) and of its output, each whole on its
+    own line (an input longer than a quotable line is named inline, cut, as prose)."""
+    first = _first_line(text_of(result)) if result is not None else ""
+    back = _came_back(result)
+    opening = _first_line(command)
+    if opening and len(opening) <= LINE_CAP:
+        quoted = [opening, first] if first and len(first) <= LINE_CAP else [opening]
+        what = "input and first line" if len(quoted) == 2 else "input"
+        return f"{name} -> {back}, {what}:" + "".join(f"\n{QUOTE_INDENT}{line}" for line in quoted)
     label = f"{name}({one_line(command, 160)})" if command else f"{name}()"
     return _quoting(f"{label} -> {back}, first line:", first) if first else f"{label} -> {back}"
+
+
+def _came_back(result: ToolMessage | None) -> str:
+    if result is None:
+        return "no result"
+    text = text_of(result)
+    if not _first_line(text):
+        return "empty"
+    return "error" if result.status == "error" else f"{len(text):,} chars"
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def _said(label: str, content: Any, most: int) -> str:
