@@ -11,6 +11,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden import ContextPolicy, context_middleware
+from ctxwarden.clip.placeholders import args_lines
 from ctxwarden.fold.facts import FACTS_HEADING, Facts, error_line, gather, render, written_paths
 from ctxwarden.replay import scripted_model
 
@@ -41,6 +42,30 @@ def test_written_paths_reads_file_tools_and_shell_writes() -> None:
         ],
     )
     assert written_paths(message) == ["/src/a.py", "/testbed/fix.py", "src/b.py", "notes.txt"]
+
+
+def test_a_heredoc_body_is_its_commands_data_not_shell() -> None:
+    command = "\n".join(
+        [
+            "cat > check.py << 'EOF'",
+            "if result.index(a) > result.index(b):",  # a comparison in the script being written, not a redirection
+            "    print(a, file=sys.stderr) >> counted",
+            'with open("out.txt", "w") as f:',  # the script writes this file when it runs
+            "EOF",
+            "python check.py > log.txt",
+            "bash << 'SH'",  # a heredoc that feeds a shell is shell
+            "echo hi > shell_out.txt",
+            "SH",
+            'python -c "print(1 << n)" > shifted.txt',  # a shift, never closed: not a heredoc
+            "echo done >> final.log",
+        ]
+    )
+    message = AIMessage("", tool_calls=[{"name": "bash", "args": {"command": command}, "id": "1"}])
+    assert written_paths(message) == ["check.py", "out.txt", "log.txt", "shell_out.txt", "shifted.txt", "final.log"]
+    kept = [command.splitlines()[i] for i in args_lines(command.splitlines())]
+    assert "if result.index(a) > result.index(b):" not in kept
+    assert 'with open("out.txt", "w") as f:' in kept
+    assert "echo done >> final.log" in kept
 
 
 def test_error_line_is_the_last_failure_line_verbatim() -> None:

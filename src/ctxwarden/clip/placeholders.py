@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from ctxwarden.clip.gist import MAX_LINE_CHARS, Gist, render
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.core.writes import shell_writes
+from ctxwarden.core.writes import lines_writes
 
 RECALL_REFERENCE = re.compile(r'recall\(call_id="(?P<id>[^"]+)"(?:, part="(?P<part>args|result)")?\)')
 """Finds the recall calls a placeholder or preview offers."""
@@ -112,10 +112,9 @@ def args_lines(lines: list[str]) -> list[int]:
     first = next((index for index, line in enumerate(lines) if line.strip()), None)
     if first is not None and len(lines[first]) <= FIRST_LINE_MAX_CHARS:
         keep.append(first)
+    writes = lines_writes(lines)
     keep += [
-        index
-        for index, line in enumerate(lines)
-        if index != first and len(line) <= MAX_LINE_CHARS and shell_writes(line)
+        index for index, line in enumerate(lines) if index != first and len(line) <= MAX_LINE_CHARS and writes[index]
     ]
     return sorted(keep)
 

@@ -2,13 +2,16 @@
 
 A fold's facts list every file written, and a clipped argument keeps the lines that write
 one, so both read the same rules: the file tools' `file_path`, and in shell text a
-redirection, `tee`, `sed -i` or a script's `open(..., "w")`.
+redirection, `tee`, `sed -i` or a script's `open(..., "w")`. The body of a heredoc is the
+data of its command, not shell: a `>` there (a comparison in a Python script being written)
+redirects nothing, unless the heredoc feeds a shell.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable, Sequence
 
 from langchain_core.messages import BaseMessage
 
@@ -33,10 +36,30 @@ def written_paths(message: BaseMessage) -> list[str]:
             continue
         for value in args.values():
             if isinstance(value, str):
-                for line in value.splitlines():
-                    for path in shell_writes(line):
+                for paths in lines_writes(value.splitlines()):
+                    for path in paths:
                         found.setdefault(path, None)
     return list(found)
+
+
+def lines_writes(lines: Sequence[str]) -> list[list[str]]:
+    """For each line of a shell text, the paths it writes; a heredoc's body is read as its command's data (a
+    script's `open(..., "w")` counts there, a `>` does not), or as shell when the heredoc feeds a shell."""
+    out: list[list[str]] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        out.append(shell_writes(line))
+        index += 1
+        for tag, feeds_shell in _heredocs(line):
+            end = next((i for i in range(index, len(lines)) if lines[i].strip() == tag), None)
+            if end is None:  # never closed: not a heredoc (a shift in an expression), the lines are shell
+                continue
+            read = shell_writes if feeds_shell else _script_writes
+            out.extend(read(body) for body in lines[index:end])
+            out.append([])  # the closing tag
+            index = end + 1
+    return out
 
 
 def shell_writes(line: str) -> list[str]:
@@ -48,6 +71,28 @@ def shell_writes(line: str) -> list[str]:
     paths += [m.group("path") for m in _OPEN_WRITE.finditer(line)]
     if "sed" in line and " -i" in line:
         paths += _sed_in_place(line)
+    return _files(paths)
+
+
+_HEREDOC = re.compile(r"(?<!<)<<-?(?!<)\s*(['\"]?)(?P<tag>[A-Za-z_]\w*)\1")
+_FEEDS_SHELL = re.compile(r"(?:^|[\s;|&(])(?:ba|z|da)?sh(?:\s+-\w+)*\s*$")
+
+
+def _heredocs(line: str) -> list[tuple[str, bool]]:
+    """The heredocs a shell line opens, in order: each closing tag, and whether its body feeds a shell."""
+    if "<<" not in line:
+        return []
+    return [(m.group("tag"), bool(_FEEDS_SHELL.search(line[: m.start()]))) for m in _HEREDOC.finditer(line)]
+
+
+def _script_writes(line: str) -> list[str]:
+    """The paths a line of a script (a heredoc's body) writes when it runs: its `open(..., "w")`."""
+    if "open(" not in line:
+        return []
+    return _files(m.group("path") for m in _OPEN_WRITE.finditer(line))
+
+
+def _files(paths: Iterable[str]) -> list[str]:
     return [p for p in paths if p not in _NOT_FILES and not p.startswith(("&", "$", "-")) and ("/" in p or "." in p)]
 
 
@@ -66,4 +111,4 @@ def _sed_in_place(line: str) -> list[str]:
     return []
 
 
-__all__ = ["FILE_WRITERS", "shell_writes", "written_paths"]
+__all__ = ["FILE_WRITERS", "lines_writes", "shell_writes", "written_paths"]
