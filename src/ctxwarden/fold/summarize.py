@@ -224,8 +224,9 @@ def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage],
                 label = f"{call.get('name')}({one_line(command, 160)})" if command else f"{call.get('name')}()"
                 labels[str(call.get("id"))] = label
                 result = outcomes.get(str(call.get("id")))
-                artifacts[_call_entry(str(call.get("name")), command, result)] = None
-                last_call = f"{label} -> {_came_back(result)}"
+                back = _came_back(result)
+                artifacts[_call_entry(str(call.get("name")), label, command, back, result)] = None
+                last_call = f"{label} -> {back}"
                 for path in PATH.findall(str(args)):
                     artifacts[f"file {path}"] = None
         if isinstance(item, ToolMessage):
@@ -270,17 +271,15 @@ def extension(later: Sequence[BaseMessage]) -> str | None:
     return "\n\n".join([EXTENSION_HEADING, *said])
 
 
-def _call_entry(name: str, command: str, result: ToolMessage | None) -> str:
-    """A call and what came back: the first line of its input (a command, a path) and of its output, each whole on its
-    own line (an input longer than a quotable line is named inline, cut, as prose)."""
+def _call_entry(name: str, label: str, command: str, back: str, result: ToolMessage | None) -> str:
+    """A call and what came `back`: the first line of its input (a command, a path) and of its output, each whole on
+    its own line (an input longer than a quotable line is named by `label`, inline and cut, as prose)."""
     first = _first_line(text_of(result)) if result is not None else ""
-    back = _came_back(result)
     opening = _first_line(command)
     if opening and len(opening) <= LINE_CAP:
         quoted = [opening, first] if first and len(first) <= LINE_CAP else [opening]
         what = "input and first line" if len(quoted) == 2 else "input"
         return f"{name} -> {back}, {what}:" + "".join(f"\n{QUOTE_INDENT}{line}" for line in quoted)
-    label = f"{name}({one_line(command, 160)})" if command else f"{name}()"
     return _quoting(f"{label} -> {back}, first line:", first) if first else f"{label} -> {back}"
 
 
