@@ -26,11 +26,12 @@ def listing(page: int) -> str:
     return "\n".join(f"src/mod_{page}_{i}.py:{i * 7}: def handler_{page}_{i}(request_{page}_{i}):" for i in range(40))
 
 
-def _run(thread_id: str) -> list[list[str]]:
-    replies = [AIMessage("", tool_calls=[{"name": "listing", "args": {"page": i}, "id": f"l{i}"}]) for i in range(13)]
+def _run(thread_id: str, policy: ContextPolicy | None = None, steps: int = 13) -> list[list[str]]:
+    calls = [[{"name": "listing", "args": {"page": i}, "id": f"l{i}"}] for i in range(steps)]
+    replies = [AIMessage("", tool_calls=call) for call in calls]
     views = Views()
-    policy = ContextPolicy.cost_first(mask_after_turns=2, window=128_000)
-    model = scripted_model([*replies, AIMessage("done")], window=128_000)
+    policy = policy or ContextPolicy.cost_first(mask_after_turns=2, window=128_000)
+    model = scripted_model([*replies, AIMessage("done")], window=policy.window or 128_000)
     agent = create_agent(
         model, [listing], middleware=[*context_middleware(policy=policy), views], checkpointer=InMemorySaver()
     )
@@ -52,10 +53,14 @@ def _recording_gists(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     return made
 
 
-def test_a_mask_advance_finds_its_gists_made_ahead_with_the_same_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+def _on_the_call_and_ahead(
+    monkeypatch: pytest.MonkeyPatch, policy: ContextPolicy | None = None, steps: int = 13
+) -> tuple[list[list[str]], list[tuple[str, str]]]:
+    """The views of one session with every gist made on the call, then (asserted equal, byte for byte) made ahead;
+    and the gists made the second time."""
     made = _recording_gists(monkeypatch)
     monkeypatch.setattr(Pregists, "hand_over", lambda *args, **kwargs: None)  # nothing ahead: every gist on the call
-    on_the_call = _run("on-the-call")
+    on_the_call = _run("on-the-call", policy, steps)
     assert made
     assert {name for name, _line in made} == {"MainThread"}
     made.clear()
@@ -68,13 +73,29 @@ def test_a_mask_advance_finds_its_gists_made_ahead_with_the_same_lines(monkeypat
         assert self.wait(timeout=60)
 
     monkeypatch.setattr(Pregists, "hand_over", finished)
-    ahead = _run("ahead")
+    ahead = _run("ahead", policy, steps)
     assert ahead == on_the_call  # byte for byte, every call
+    return ahead, made
+
+
+def test_a_mask_advance_finds_its_gists_made_ahead_with_the_same_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    ahead, made = _on_the_call_and_ahead(monkeypatch)
     masked = [line for line in ahead[-2] if line.startswith("[cleared")]
     assert len(masked) >= 8  # the mask advanced at least twice
     assert {name for name, _line in made} == {"ctxwarden-pregist"}  # none made on a call
     assert len(made) == len(set(made))  # each made once
     assert {text.splitlines()[1] for text in masked} <= {line for _name, line in made}
+
+
+def test_a_clearing_batch_finds_its_gists_made_ahead_with_the_same_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default preset: the results the next batch takes are handed over once the view is halfway to `clear_at`
+    (each listing is about 900 tokens: a batch every few calls on a 12,000-token window)."""
+    ahead, made = _on_the_call_and_ahead(monkeypatch, ContextPolicy(window=12_000), steps=16)
+    cleared = {text.splitlines()[1] for view in ahead for text in view if text.startswith("[cleared")}
+    assert len(cleared) >= 6  # more than one batch
+    assert {name for name, _line in made} == {"ctxwarden-pregist"}  # none made on a call
+    assert len(made) == len(set(made))  # each made once
+    assert cleared <= {line for _name, line in made}
 
 
 def test_a_held_mask_hands_over_one_advance_at_most() -> None:

@@ -18,6 +18,7 @@ hide them anyway (`clip.mask`).
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections import OrderedDict
 from collections.abc import Sequence, Set
@@ -33,7 +34,7 @@ from ctxwarden.clip.index import MAX_THREADS, ThreadIndex
 from ctxwarden.clip.mask import NO_MASK, Mask, advance_pays, due_turns, last_masked, mask_of, masked_turns
 from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
-from ctxwarden.clip.pregist import Pregists, gist_budget
+from ctxwarden.clip.pregist import Pregists, gist_budget, prepare_at, prepare_stage
 from ctxwarden.core.layers import CallBudget, LayerEdit, PendingEvent
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
@@ -72,8 +73,9 @@ class ClearLayer:
         self._window = budget.window.tokens
         messages = request.messages
         raw = request.state.get(CLIP_STATE_KEY) if isinstance(request.state, dict) else None
-        if not (raw or self.policy.mask_after_turns is not None or budget.used > budget.clear_at or budget.force):
-            return None  # nothing cleared, nothing masked, nothing to clear: the thread is not even indexed
+        prepare = min(budget.clear_at, prepare_at(self.policy, budget.window.tokens))
+        if not (raw or self.policy.mask_after_turns is not None or budget.used > prepare or budget.force):
+            return None  # nothing cleared or masked, no batch near: the thread is not even indexed
         index = self._index(messages)
         boundary = boundary_of(index, request.state)
         self._stored = boundary
@@ -95,8 +97,12 @@ class ClearLayer:
             boundary, view, view_tokens, events = self._batch(
                 index, messages, boundary, masked, (view, view_tokens), used, budget
             )
-        if self.policy.mask_after_turns is not None and self._thread is not None:
-            jobs = self._pregists.jobs(index, turns, _hidden(index, boundary, masked)[0], self._window)
+        if self._thread is not None:  # the next mask advance's gists, or the next batch's once one is near
+            # not past clear_at: a deferred batch is weighed from running totals, never by ordering the candidates
+            stage = 0 if events or used > budget.clear_at else prepare_stage(self.policy, budget.window.tokens, used)
+            gone = _hidden(index, boundary, masked)[0]
+            batch = functools.partial(self._candidates, messages, boundary, masked, keep=0)  # the newest age meanwhile
+            jobs = self._pregists.ahead(index, gone, turns, self._window, batch, boundary=boundary, stage=stage)
             if jobs:
                 self._pregists.hand_over(self._ledgers.here(), self._thread, jobs, self._count_line)
         if events or turns != boundary.masked_turns:  # a batch, or the mask moved: their placeholders' counts travel

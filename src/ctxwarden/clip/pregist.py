@@ -1,4 +1,4 @@
-"""Gists made ahead, in a background thread, for the results the cost-first mask hides next.
+"""Gists made ahead, in a background thread, for the results the cost-first mask or a clearing batch hides next.
 
 A mask advance hides the results of `MASK_STEP_FACTOR * mask_after_turns` turns at once,
 and each needs its gist (about a millisecond apiece on a long thread): made on the call
@@ -7,9 +7,13 @@ takes is known long before it — every result older than the newest `mask_after
 turns that the mask does not cover yet — and a gist depends only on the result and on what
 the thread showed before it, which no later message changes. So each call hands the ones
 not made yet to a background thread, which makes them while the model answers, and the
-advance finds them made. One not ready in time is made on the call, as before: the same
-lines either way (`clip.gist` is deterministic). One thread serves a layer's calls; it ends
-after `LINGER` seconds without work.
+advance finds them made. A clearing batch of the default preset is the same case: it takes
+a few dozen milliseconds of gists on a long session, and the results it takes (superseded
+ones, then the oldest) are known several calls before the view reaches `clear_at`, so once
+a call is halfway there they are handed over too, and again near the end of the way (`PREPARE_STAGES`:
+results that arrived since, or whose details showed again, may come first by then). One not ready in time is
+made on the call, as before: the same lines either way (`clip.gist` is deterministic). One
+thread serves a layer's calls; it ends after `LINGER` seconds without work.
 
 The thread's token ledger is shared with the calls: the background thread copies what it
 needs of it (how often each of a result's tokens was shown before it) under the ledger's
@@ -49,6 +53,14 @@ LINGER = 2.0
 """Seconds an idle background thread waits for more work before it ends: starting a thread costs a call about 0.1 ms,
 so one thread serves the calls of a run."""
 
+PREPARE_STAGES = (0.5, 0.85)
+"""Clearing batches are made ahead too: the first call past each of these shares of the way from `clear_to` to
+`clear_at` hands over the results the next batch is likely to take (the view grows by a turn or so per call)."""
+
+BATCH_AHEAD = 1.5
+"""Batches' worth of results prepared: a batch frees what brings the call from where it is down to `clear_to`, more
+than `clear_at - clear_to` when a large result pushed the call past `clear_at`."""
+
 Job = tuple[ToolMessage, int]
 """A result and its gist budget in tokens."""
 
@@ -81,13 +93,48 @@ class Pregists:
         hit = self._made.get(message)
         return hit[2] if hit is not None and hit[0] == budget and hit[1] == position else None
 
+    def ahead(
+        self,
+        index: ThreadIndex,
+        hidden: Set[str],
+        turns: int,
+        window: int | None,
+        batch: Callable[[], Sequence[tuple[str, str, float]]],
+        *,
+        boundary: object,
+        stage: int,
+    ) -> list[Job]:
+        """What to make ahead on this call: on a cost-first thread, the next mask advance's gists (every call); else,
+        the next clearing batch's, once per `boundary` (a batch changes it) and `stage` of the way to it (see
+        `prepare_stage`): the first of the `batch` candidates, in its order, until they free `BATCH_AHEAD` batches'
+        worth."""
+        if index.policy.mask_after_turns is not None:
+            return self.jobs(index, turns, hidden, window)
+        prepared = index.memo.get("prepared")
+        if not stage or window is None or (prepared is not None and prepared[0] is boundary and prepared[1] >= stage):
+            return []
+        index.memo["prepared"] = (boundary, stage)
+        span = BATCH_AHEAD * window * (index.policy.clear_at - index.policy.clear_to)
+        freed, positions = 0.0, []
+        for kind, call_id, saving in batch():
+            if freed >= span:
+                break
+            freed += saving
+            if kind == "result" and call_id in index.result_at:
+                positions.append(index.result_at[call_id])
+        return self._unmade(index, positions, window)
+
     def jobs(self, index: ThreadIndex, turns: int, hidden: Set[str], window: int | None) -> list[Job]:
         """The results the next advance of a `turns`-turn mask takes (`clip.mask.upcoming`), not `hidden` already,
         whose gist for a model of `window` tokens was not made yet."""
+        positions = [index.result_at.get(call_id) for call_id in upcoming(index, turns) if call_id not in hidden]
+        return self._unmade(index, [p for p in positions if p is not None], window)
+
+    def _unmade(self, index: ThreadIndex, positions: Sequence[int], window: int | None) -> list[Job]:
+        """The results at `positions` whose gist for a model of `window` tokens was not made yet, with its budget."""
         jobs: list[Job] = []
-        for call_id in upcoming(index, turns):
-            position = index.result_at.get(call_id)
-            message = index.messages[position] if position is not None and call_id not in hidden else None
+        for position in positions:
+            message = index.messages[position]
             if isinstance(message, ToolMessage):
                 budget = gist_budget(index.policy, window, index.meter.message_tokens(message))
                 hit = self._made.get(message)
@@ -164,4 +211,14 @@ def _seen_in(counts: dict[str, int]) -> Seen:
     return lambda token: counts.get(token, 0)
 
 
-__all__ = ["MAX_PREGISTS", "Job", "Pregists", "gist_budget"]
+def prepare_at(policy: ContextPolicy, window: int, stage: int = 0) -> int:
+    """Tokens past which a call prepares the next clearing batch's gists, at `stage` (`PREPARE_STAGES`)."""
+    return int(window * (policy.clear_to + (policy.clear_at - policy.clear_to) * PREPARE_STAGES[stage]))
+
+
+def prepare_stage(policy: ContextPolicy, window: int, used: int) -> int:
+    """How many of the `PREPARE_STAGES` a call of `used` tokens is past (0: no batch near)."""
+    return sum(used > prepare_at(policy, window, stage) for stage in range(len(PREPARE_STAGES)))
+
+
+__all__ = ["MAX_PREGISTS", "PREPARE_STAGES", "Job", "Pregists", "gist_budget", "prepare_at", "prepare_stage"]
