@@ -10,10 +10,11 @@ not made yet to a background thread, which makes them while the model answers, a
 advance finds them made. A clearing batch of the default preset is the same case: it takes
 a few dozen milliseconds of gists on a long session, and the results it takes (superseded
 ones, then the oldest) are known several calls before the view reaches `clear_at`, so once
-a call is halfway there they are handed over too, and again near the end of the way (`PREPARE_STAGES`:
-results that arrived since, or whose details showed again, may come first by then). One not ready in time is
-made on the call, as before: the same lines either way (`clip.gist` is deterministic). One
-thread serves a layer's calls; it ends after `LINGER` seconds without work.
+a call is halfway there they are handed over too, and again near the end of the way
+(`PREPARE_STAGES`: results that arrived since, or whose details showed again, may come
+first by then). One not ready in time is made on the call, as before: the same lines
+either way (`clip.gist` is deterministic). One thread serves a layer's calls; it ends
+after `LINGER` seconds without work.
 
 The thread's token ledger is shared with the calls: the background thread copies what it
 needs of it (how often each of a result's tokens was shown before it) under the ledger's
