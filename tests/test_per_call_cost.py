@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any, cast
@@ -35,15 +36,18 @@ TOKENS = 30_000
 
 
 class RecordingCounter:
-    """The approximate count, keeping every text it was asked to count."""
+    """The approximate count, keeping every text it was asked to count on a call's thread (the placeholders a
+    background thread renders ahead are counted there, off the call's path: `clip.pregist`)."""
 
     name = "recording"
 
     def __init__(self) -> None:
         self.texts: list[str] = []
+        self.in_background: list[str] = []
 
     def __call__(self, text: str) -> int:
-        self.texts.append(text)
+        background = threading.current_thread().name.startswith("ctxwarden-")
+        (self.in_background if background else self.texts).append(text)
         return math.ceil(len(text) / 4)
 
 

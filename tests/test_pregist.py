@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.middleware import wrap_model_call
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -16,6 +17,7 @@ from ctxwarden.clip import clear, pregist
 from ctxwarden.clip.index import ThreadIndex
 from ctxwarden.clip.mask import upcoming
 from ctxwarden.clip.pregist import Pregists
+from ctxwarden.core.foreground import FOREGROUND
 from ctxwarden.replay import scripted_model
 from views import Views
 
@@ -110,3 +112,92 @@ def test_a_held_mask_hands_over_one_advance_at_most() -> None:
     assert upcoming(index, 4) == ["l4", "l5", "l6", "l7"]
     assert upcoming(index, 36) == ["l36", "l37", "l38", "l39"]
     assert upcoming(ThreadIndex(ContextPolicy(), TokenMeter()).sync(messages), 0) == []
+
+
+def test_a_placeholder_made_ahead_is_not_tokenized_on_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The background thread renders and counts each gist's placeholder too: the advancing call takes its count."""
+    counted: list[tuple[str, str]] = []
+    original = TokenMeter.count_apart
+
+    def recording(self: TokenMeter, message: Any) -> int:
+        counted.append((threading.current_thread().name, str(message.content).splitlines()[0]))
+        return original(self, message)
+
+    monkeypatch.setattr(TokenMeter, "count_apart", recording)
+    main_counts: list[str] = []
+    meter = TokenMeter()
+    plain = meter.counter
+    meter.counter = lambda text: (  # type: ignore[method-assign]
+        main_counts.append(text) if threading.current_thread() is threading.main_thread() else None,
+        plain(text),
+    )[1]
+    policy = ContextPolicy.cost_first(mask_after_turns=2, window=128_000)
+    calls = [[{"name": "listing", "args": {"page": i}, "id": f"l{i}"}] for i in range(13)]
+    model = scripted_model([*(AIMessage("", tool_calls=c) for c in calls), AIMessage("done")], window=128_000)
+    views = Views()
+    pregists: list[Pregists] = []
+    handed = Pregists.hand_over
+
+    def finished(self: Pregists, *args: Any) -> None:
+        pregists.append(self)
+        handed(self, *args)
+        assert self.wait(timeout=60)
+
+    monkeypatch.setattr(Pregists, "hand_over", finished)
+    stack = context_middleware(policy=policy, meter=meter)
+    agent = create_agent(model, [listing], middleware=[*stack, views], checkpointer=InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t"}})
+    shown = [str(m.content) for m in views.views[-1] if str(m.content).startswith("[cleared")]
+    assert len(shown) >= 8
+    assert {name for name, _head in counted} == {"ctxwarden-pregist"}
+    assert {text.splitlines()[0] for text in shown} <= {head for _name, head in counted}
+    assert not [text for text in main_counts if text.startswith("[cleared")]  # none tokenized on a call
+    for text in shown:  # the counts taken are the meter's own
+        placeholder = next(m for m in views.views[-1] if m.content == text)
+        assert meter.message_tokens(placeholder) == original(TokenMeter(), placeholder)
+
+
+def test_background_gists_wait_while_a_call_is_shaped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gist is not started while a call is being shaped (they would share the interpreter), and is once it ends."""
+    monkeypatch.setattr(pregist, "FOREGROUND_WAIT", 60.0)
+    messages: list[Any] = [HumanMessage("go", id="h")]
+    for i in range(3):
+        messages.append(AIMessage("", id=f"a{i}", tool_calls=[{"name": "listing", "args": {"page": i}, "id": f"l{i}"}]))
+        messages.append(ToolMessage(listing.invoke({"page": i}), tool_call_id=f"l{i}", id=f"t{i}"))
+    meter = TokenMeter()
+    ledger = clear.ThreadLedgers(1).here()
+    pregists = Pregists()
+    jobs = [(m, 100, meter.message_tokens(m)) for m in messages if isinstance(m, ToolMessage)]
+    with FOREGROUND.call():
+        pregists.hand_over(ledger, messages, jobs, meter.counter, meter.count_apart)
+        assert not pregists.wait(timeout=0.3)
+        assert pregists.get(jobs[0][0], 100, 2, jobs[0][2]) is None
+    assert pregists.wait(timeout=60)
+    made = pregists.get(jobs[0][0], 100, 2, jobs[0][2])
+    assert made is not None
+    assert made.placeholder_tokens == meter.message_tokens(made.placeholder)
+
+
+def test_the_stack_marks_its_calls_as_foreground() -> None:
+    """What the background waits on: a layer shaping a call runs inside the gate, the model answers outside it."""
+    seen: list[bool] = []
+
+    class Watch:
+        name = "watch"
+
+        def shape(self, request: Any, budget: Any) -> None:
+            seen.append(FOREGROUND.busy)
+
+        async def ashape(self, request: Any, budget: Any) -> None:
+            seen.append(FOREGROUND.busy)
+
+    @wrap_model_call
+    def answer(request: Any, handler: Any) -> Any:  # inside the stack's handler: where the model is called
+        seen.append(FOREGROUND.busy)
+        return handler(request)
+
+    stack = context_middleware(policy=ContextPolicy(window=8_000), layers=[Watch()])
+    agent = create_agent(scripted_model(["ok"], window=8_000), middleware=[*stack, answer])
+    agent.invoke({"messages": [HumanMessage("hi")]})
+    assert seen == [True, False]
+    assert not FOREGROUND.busy

@@ -34,7 +34,7 @@ from ctxwarden.clip.index import MAX_THREADS, ThreadIndex
 from ctxwarden.clip.mask import NO_MASK, Mask, advance_pays, due_turns, last_masked, mask_of, masked_turns
 from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
-from ctxwarden.clip.pregist import Pregists, gist_budget, prepare_at, prepare_stage
+from ctxwarden.clip.pregist import MadeAhead, Pregists, gist_budget, prepare_at, prepare_stage
 from ctxwarden.core.layers import CallBudget, LayerEdit, PendingEvent
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
@@ -104,7 +104,9 @@ class ClearLayer:
             batch = functools.partial(self._candidates, messages, boundary, masked, keep=0)  # the newest age meanwhile
             jobs = self._pregists.ahead(index, gone, turns, self._window, batch, boundary=boundary, stage=stage)
             if jobs:
-                self._pregists.hand_over(self._ledgers.here(), self._thread, jobs, self._count_line)
+                self._pregists.hand_over(
+                    self._ledgers.here(), self._thread, jobs, self._count_line, self.meter.count_apart
+                )
         if events or turns != boundary.masked_turns:  # a batch, or the mask moved: their placeholders' counts travel
             stored = index.memo.get("boundary")
             grown_from = stored[0] if stored is not None and stored[1] is self._stored else None
@@ -267,30 +269,31 @@ class ClearLayer:
         if hit is not None and hit[0] is message:
             return hit[1]
         made: Gist | None = None
+        replacement: BaseMessage
         if key[0] == "result":
             assert isinstance(message, ToolMessage)
             tokens = self.meter.message_tokens(message)
-            made = self._gist(message, tokens)
-            replacement: BaseMessage = result_placeholder(message, tokens, made)
+            found = self._gist(message, tokens)
+            if isinstance(found, MadeAhead):  # rendered and counted in the background
+                made, replacement = found.gist, found.placeholder
+                self.meter.remember(replacement, found.placeholder_tokens)
+            else:
+                made, replacement = found, result_placeholder(message, tokens, found)
         else:
             assert isinstance(message, AIMessage)
             replacement = args_placeholder(message, set(key[1:]))
-        counted = self._stored.counts.get(placeholder_key(message, key))
-        if (
-            counted
-            and self._stored.counted_by == self.meter.count_key
-            and list(counted[1:])
-            == content_signature(
-                replacement  # the placeholder counted when it was cleared
-            )
-        ):
+        same_counter = self._stored.counted_by == self.meter.count_key
+        counted = self._stored.counts.get(placeholder_key(message, key)) if same_counter else None
+        if counted and list(counted[1:]) == content_signature(replacement):  # counted when cleared, maybe elsewhere
             self.meter.remember(replacement, counted[0])
         if len(self._replacements) > 50_000:
             self._replacements.clear()
         self._replacements[(id(message), key)] = (message, replacement, made)
         return replacement
 
-    def _gist(self, message: ToolMessage, tokens: int) -> Gist | None:
+    def _gist(self, message: ToolMessage, tokens: int) -> Gist | MadeAhead | None:
+        """The gist of a result being hidden: from the lines the boundary stored, made ahead (with its placeholder),
+        or made now."""
         budget = gist_budget(self.policy, self._window, tokens)
         if budget <= 0:
             return None
@@ -301,9 +304,9 @@ class ClearLayer:
                 return kept
         ledger = self._current_ledger()
         position = ledger.position(message) if ledger is not None else None
-        made = self._pregists.get(message, budget, position) if position is not None else None
-        if made is not None:  # made ahead, in the background
-            return made
+        ahead = self._pregists.get(message, budget, position, tokens) if position is not None else None
+        if ahead is not None:  # made ahead, in the background
+            return ahead
         seen = ledger.seen_before(position) if ledger is not None and position is not None else never_seen
         return gist(text_of(message), budget, self._count_line, seen)
 

@@ -12,16 +12,18 @@ a few dozen milliseconds of gists on a long session, and the results it takes (s
 ones, then the oldest) are known several calls before the view reaches `clear_at`, so once
 a call is halfway there they are handed over too, and again near the end of the way
 (`PREPARE_STAGES`: results that arrived since, or whose details showed again, may come
-first by then). One not ready in time is made on the call, as before: the same lines
-either way (`clip.gist` is deterministic). One thread serves a layer's calls; it ends
-after `LINGER` seconds without work.
+first by then). Each gist's placeholder is rendered and counted there too, so the call
+that hides the result neither renders nor tokenizes it. One not ready in time is made on
+the call, as before: the same bytes either way (`clip.gist` is deterministic, and so is the
+placeholder). One thread serves a layer's calls; it ends after `LINGER` seconds without
+work, and it waits while a call is being shaped (`core.foreground`), one gist at a time.
 
 The thread's token ledger is shared with the calls: the background thread copies what it
 needs of it (how often each of a result's tokens was shown before it) under the ledger's
 lock, which its `sync` holds too, so a call never waits on a gist being made. The gists
 are memory only, held weakly by the result's identity (`ObjectCache`, at most
-`MAX_PREGISTS`), and checked on use against the budget and the result's position in the
-thread they were made for.
+`MAX_PREGISTS`), and checked on use against the budget, the result's count and its
+position in the thread they were made for.
 """
 
 from __future__ import annotations
@@ -31,13 +33,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence, Set
+from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxwarden.clip.gist import Gist, Seen, TokenLedger, gist
 from ctxwarden.clip.index import ThreadIndex
 from ctxwarden.clip.mask import upcoming
+from ctxwarden.clip.placeholders import result_placeholder
 from ctxwarden.core.caches import ObjectCache
+from ctxwarden.core.foreground import FOREGROUND
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.text import TOKEN, text_of
 
@@ -49,6 +54,9 @@ MAX_PREGISTS = 1_024
 PREGIST_DELAY = 0.005
 """Seconds the background thread waits once work is handed over: the call that hands it over has its own work to finish
 first (both need the interpreter), and the gists are needed only on a later call."""
+
+FOREGROUND_WAIT = 0.05
+"""Seconds the background thread waits, before each gist, for the calls being shaped to finish (`core.foreground`)."""
 
 LINGER = 2.0
 """Seconds an idle background thread waits for more work before it ends: starting a thread costs a call about 0.1 ms,
@@ -62,8 +70,23 @@ BATCH_AHEAD = 1.5
 """Batches' worth of results prepared: a batch frees what brings the call from where it is down to `clear_to`, more
 than `clear_at - clear_to` when a large result pushed the call past `clear_at`."""
 
-Job = tuple[ToolMessage, int]
-"""A result and its gist budget in tokens."""
+Measure = Callable[[BaseMessage], int]
+"""Counts a placeholder from the background thread (`TokenMeter.count_apart`)."""
+
+Job = tuple[ToolMessage, int, int]
+"""A result, its gist budget and its own count, in tokens."""
+
+
+@dataclass(frozen=True, slots=True)
+class MadeAhead:
+    """A result's gist, its placeholder and the placeholder's count, for the result at `position` of its thread."""
+
+    budget: int
+    tokens: int
+    position: int
+    gist: Gist
+    placeholder: ToolMessage
+    placeholder_tokens: int
 
 
 def gist_budget(policy: ContextPolicy, window: int | None, tokens: int) -> int:
@@ -81,18 +104,20 @@ class Pregists:
     __slots__ = ("_ending", "_idle", "_made", "_pending", "_wake", "_worker")
 
     def __init__(self) -> None:
-        self._made: ObjectCache[tuple[int, int, Gist]] = ObjectCache(MAX_PREGISTS)
-        self._pending: tuple[TokenLedger, list[BaseMessage], list[Job], Callable[[str], int]] | None = None
+        self._made: ObjectCache[MadeAhead] = ObjectCache(MAX_PREGISTS)
+        self._pending: tuple[TokenLedger, list[BaseMessage], list[Job], Callable[[str], int], Measure] | None = None
         self._wake = threading.Condition()
         self._idle = threading.Event()
         self._idle.set()
         self._worker: threading.Thread | None = None
         self._ending = False
 
-    def get(self, message: BaseMessage, budget: int, position: int) -> Gist | None:
-        """The gist made ahead for `message` on `budget`, at `position` of the thread (`None`: none was)."""
+    def get(self, message: BaseMessage, budget: int, position: int, tokens: int) -> MadeAhead | None:
+        """What was made ahead for `message` of `tokens` on `budget`, at `position` of the thread (`None`: nothing)."""
         hit = self._made.get(message)
-        return hit[2] if hit is not None and hit[0] == budget and hit[1] == position else None
+        if hit is None or hit.budget != budget or hit.position != position or hit.tokens != tokens:
+            return None
+        return hit
 
     def ahead(
         self,
@@ -137,10 +162,11 @@ class Pregists:
         for position in positions:
             message = index.messages[position]
             if isinstance(message, ToolMessage):
-                budget = gist_budget(index.policy, window, index.meter.message_tokens(message))
+                tokens = index.meter.message_tokens(message)
+                budget = gist_budget(index.policy, window, tokens)
                 hit = self._made.get(message)
-                if budget > 0 and (hit is None or hit[0] != budget):
-                    jobs.append((message, budget))
+                if budget > 0 and (hit is None or hit.budget != budget or hit.tokens != tokens):
+                    jobs.append((message, budget, tokens))
         return jobs
 
     def hand_over(
@@ -149,13 +175,15 @@ class Pregists:
         thread: Sequence[BaseMessage],
         jobs: list[Job],
         counter: Callable[[str], int],
+        measure: Measure,
     ) -> None:
-        """Have the gists of `jobs` made in the background. Only the latest hand-over is kept: each call's jobs hold
-        every one of the call before that was not made yet."""
+        """Have the gists of `jobs` made in the background, their lines counted by `counter` and their placeholders by
+        `measure`. Only the latest hand-over is kept: each call's jobs hold every one of the call before that was not
+        made yet."""
         if not jobs:
             return
         with self._wake:
-            self._pending = (ledger, list(thread), jobs, counter)
+            self._pending = (ledger, list(thread), jobs, counter, measure)
             self._idle.clear()
             if self._worker is not None and self._worker.is_alive() and not self._ending:
                 self._wake.notify()
@@ -193,8 +221,10 @@ class Pregists:
         thread: list[BaseMessage],
         jobs: list[Job],
         counter: Callable[[str], int],
+        measure: Measure,
     ) -> None:
-        for message, budget in jobs:
+        for message, budget, tokens in jobs:
+            FOREGROUND.wait_idle(FOREGROUND_WAIT)
             text = text_of(message)
             if ledger.size < len(thread):  # a call may have brought it further already: never back
                 ledger.sync(thread)
@@ -205,7 +235,8 @@ class Pregists:
                 seen = ledger.seen_before(position)
                 counts = {token: seen(token) for line in text.splitlines() for token in TOKEN.findall(line)}
             made = gist(text, budget, counter, _seen_in(counts))
-            self._made.put(message, (budget, position, made))
+            placeholder = result_placeholder(message, tokens, made)
+            self._made.put(message, MadeAhead(budget, tokens, position, made, placeholder, measure(placeholder)))
 
 
 def _seen_in(counts: dict[str, int]) -> Seen:
@@ -222,4 +253,14 @@ def prepare_stage(policy: ContextPolicy, window: int, used: int) -> int:
     return sum(used > prepare_at(policy, window, stage) for stage in range(len(PREPARE_STAGES)))
 
 
-__all__ = ["MAX_PREGISTS", "PREPARE_STAGES", "Job", "Pregists", "gist_budget", "prepare_at", "prepare_stage"]
+__all__ = [
+    "MAX_PREGISTS",
+    "PREPARE_STAGES",
+    "Job",
+    "MadeAhead",
+    "Measure",
+    "Pregists",
+    "gist_budget",
+    "prepare_at",
+    "prepare_stage",
+]

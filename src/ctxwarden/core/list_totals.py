@@ -14,7 +14,7 @@ import operator
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import islice
+from itertools import compress, count, islice
 
 from langchain_core.messages import BaseMessage
 
@@ -61,10 +61,10 @@ class ListTotals:
                 break
         else:
             for measured in candidates:
-                flags = list(map(operator.is_, measured.messages, messages))
-                shared = flags.index(False) if False in flags else len(flags)
-                if shared > common:
-                    best, common = measured, shared
+                if len(measured.messages) > common:
+                    shared = _shared_prefix(measured.messages, messages)
+                    if shared > common:
+                        best, common = measured, shared
         added = [count(message) for message in islice(messages, common, None)]
         if best is not None and common == len(best.messages):  # `messages` extends `best`: grow it in place
             with self._lock:
@@ -91,6 +91,12 @@ class ListTotals:
         with self._lock:
             kept = [m for m in self._lists if m is not measured]
             self._lists = [measured, *kept[: self.cap - 1]]
+
+
+def _shared_prefix(seen: Sequence[BaseMessage], messages: Sequence[BaseMessage]) -> int:
+    """How many leading messages the two lists share, by identity: one scan in C, up to the first that differs."""
+    differ = next(compress(count(), map(operator.is_not, seen, messages)), None)
+    return min(len(seen), len(messages)) if differ is None else differ
 
 
 __all__ = ["ListTotals"]

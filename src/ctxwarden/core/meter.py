@@ -141,6 +141,13 @@ class TokenMeter:
         self._by_object.put(message, tokens)
         return tokens
 
+    def count_apart(self, message: BaseMessage) -> int:
+        """Tokens of a message without tool calls, counted without reading or filling a cache: what a background
+        thread may ask while a call uses the meter (`remember` takes the result on the call's thread)."""
+        if getattr(message, "tool_calls", None):
+            raise ValueError("count_apart counts messages without tool calls; use message_tokens for an AI message")
+        return self._count_message(message)
+
     def remember(self, message: BaseMessage, tokens: int) -> None:
         """Take `tokens` as the count of `message` (one counted before, by this meter's counter, in another process)."""
         self._by_object.put(message, tokens)

@@ -40,6 +40,7 @@ from langgraph.types import Command
 
 from ctxwarden.clip.evict import Evictor
 from ctxwarden.clip.recall import make_recall_tool
+from ctxwarden.core.foreground import FOREGROUND
 from ctxwarden.core.gauge_note import GaugeNote
 from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
 from ctxwarden.core.meter import TokenMeter
@@ -132,20 +133,22 @@ class ContextWindowMiddleware(AgentMiddleware):
         return request if tools is request.tools else request.override(tools=tools)
 
     def _shape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
-        request = self._picked(request)
-        shaped = _Shaped(request, self.budget(request, force=force))
-        measure = functools.partial(self.budget, force=force)
-        for layer in (*self.layers, self.note):
-            shaped.take(layer, layer.shape(shaped.request, shaped.budget), measure)
-        return shaped
+        with FOREGROUND.call():  # the stack's background work waits meanwhile (`core.foreground`)
+            request = self._picked(request)
+            shaped = _Shaped(request, self.budget(request, force=force))
+            measure = functools.partial(self.budget, force=force)
+            for layer in (*self.layers, self.note):
+                shaped.take(layer, layer.shape(shaped.request, shaped.budget), measure)
+            return shaped
 
     async def _ashape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
-        request = self._picked(request)
-        shaped = _Shaped(request, self.budget(request, force=force))
-        measure = functools.partial(self.budget, force=force)
-        for layer in (*self.layers, self.note):
-            shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), measure)
-        return shaped
+        with FOREGROUND.call():
+            request = self._picked(request)
+            shaped = _Shaped(request, self.budget(request, force=force))
+            measure = functools.partial(self.budget, force=force)
+            for layer in (*self.layers, self.note):
+                shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), measure)
+            return shaped
 
     # --- model calls ------------------------------------------------------------
     def wrap_model_call(
@@ -212,7 +215,8 @@ class ContextWindowMiddleware(AgentMiddleware):
 
     def _finish(self, response: Any, shaped: _Shaped) -> tuple[Any, list[PendingEvent]]:
         """Stamp the reply, build its usage event, and attach the layers' private state as a state update."""
-        result, events = self._record(response, shaped)
+        with FOREGROUND.call():
+            result, events = self._record(response, shaped)
         if not shaped.state:
             return result, events
         if isinstance(result, ExtendedModelResponse):
