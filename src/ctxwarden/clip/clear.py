@@ -55,9 +55,11 @@ class ClearLayer:
     policy: ContextPolicy
     meter: TokenMeter
     name: str = "clear"
-    _replacements: dict[tuple[int, tuple[str, ...]], tuple[BaseMessage, BaseMessage, Gist | None]] = field(
+    _replacements: dict[int, tuple[BaseMessage, tuple[str, ...], BaseMessage, Gist | None]] = field(
         default_factory=dict
     )
+    """By the original's id: the original, what hid it (`("result",)`, or `"args"` and the call ids), the placeholder
+    and its gist. One tuple per entry: a resumed cost-first thread makes thousands at once."""
     _stored: Boundary = field(default_factory=Boundary)
     """The boundary of the thread being shaped: its gist lines and placeholder counts."""
     _ledgers: ThreadLedgers = field(default_factory=lambda: ThreadLedgers(MAX_THREADS))
@@ -199,8 +201,8 @@ class ClearLayer:
 
     def _made(self, message: BaseMessage, key: tuple[str, ...]) -> tuple[BaseMessage, Gist | None] | None:
         """The placeholder this process made for `message` under `key`, with its gist; `None` if it made none."""
-        hit = self._replacements.get((id(message), key))
-        return (hit[1], hit[2]) if hit is not None and hit[0] is message else None
+        hit = self._replacements.get(id(message))
+        return (hit[2], hit[3]) if hit is not None and hit[0] is message and hit[1] == key else None
 
     # --- the view ---------------------------------------------------------------
     def _current_ledger(self) -> TokenLedger | None:
@@ -265,9 +267,9 @@ class ClearLayer:
 
     def _replace(self, message: BaseMessage, key: tuple[str, ...]) -> BaseMessage:
         """The same original always gets the same replacement object (cheap to measure, byte-stable)."""
-        hit = self._replacements.get((id(message), key))
-        if hit is not None and hit[0] is message:
-            return hit[1]
+        hit = self._replacements.get(id(message))
+        if hit is not None and hit[0] is message and hit[1] == key:
+            return hit[2]
         made: Gist | None = None
         replacement: BaseMessage
         if key[0] == "result":
@@ -288,7 +290,7 @@ class ClearLayer:
             self.meter.remember(replacement, counted[0])
         if len(self._replacements) > 50_000:
             self._replacements.clear()
-        self._replacements[(id(message), key)] = (message, replacement, made)
+        self._replacements[id(message)] = (message, key, replacement, made)
         return replacement
 
     def _gist(self, message: ToolMessage, tokens: int) -> Gist | MadeAhead | None:

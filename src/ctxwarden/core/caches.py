@@ -20,33 +20,40 @@ class ObjectCache(Generic[V]):
 
     At `cap` entries the oldest quarter is dropped; an entry whose object was freed is
     never returned (its weak reference is dead) and is overwritten when the id is reused.
+    References and values sit in two dicts keyed by id, so an entry adds one weak reference
+    and no tuple to the collector's heap (a resumed thread remembers thousands at once).
     """
 
-    __slots__ = ("_entries", "_lock", "cap")
+    __slots__ = ("_lock", "_refs", "_values", "cap")
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
-        self._entries: dict[int, tuple[weakref.ref[Any], V]] = {}
+        self._refs: dict[int, weakref.ref[Any]] = {}
+        self._values: dict[int, V] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._refs)
 
     def get(self, obj: object) -> V | None:
-        hit = self._entries.get(id(obj))
-        if hit is not None and hit[0]() is obj:
-            return hit[1]
-        return None
+        key = id(obj)
+        ref = self._refs.get(key)
+        if ref is None or ref() is not obj:
+            return None
+        return self._values.get(key)  # None if another thread trimmed it meanwhile: a miss
 
     def put(self, obj: object, value: V) -> None:
         try:
             ref = weakref.ref(obj)
         except TypeError:  # an object that cannot be weakly referenced is simply not cached
             return
-        if len(self._entries) >= self.cap:
+        if len(self._refs) >= self.cap:
             with self._lock:
-                _trim(self._entries, self.cap)
-        self._entries[id(obj)] = (ref, value)
+                _trim(self._refs, self.cap)
+                _trim(self._values, self.cap)
+        key = id(obj)
+        self._values[key] = value
+        self._refs[key] = ref
 
 
 class BoundedDict(Generic[V]):

@@ -97,8 +97,8 @@ def content_signature(message: BaseMessage) -> list[int]:
                 texts += len(str(block.get("text") or "")) + len(block)
         signature = [-1 - len(content), texts]
     signature.append(len(message.name or ""))
-    for call in getattr(message, "tool_calls", None) or ():
-        args = call.get("args")
+    for call in message.tool_calls if isinstance(message, AIMessage) else ():  # getattr on others raises inside
+        args: Any = call.get("args")  # a dict, unless a message was built without validation
         signature.append(len(str(call.get("id"))) + len(str(call.get("name"))))
         if isinstance(args, dict):
             signature.append(len(args))
