@@ -421,7 +421,7 @@ def test_a_history_that_cannot_be_written_keeps_the_turns_in_view(tmp_path: Path
     views = Views()
     backend = ThreadIsolatedBackend(RefusingBackend(root_dir=tmp_path, virtual_mode=True))
     middleware = context_middleware(trace=tmp_path / "trace.sqlite", backend=backend, summarizer=DETERMINISTIC)
-    model = scripted_model([*_steps(8), AIMessage("done")], window=WINDOW)
+    model = scripted_model([*_steps(12), AIMessage("done")], window=WINDOW)
     agent = create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=InMemorySaver())
     agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "ro"}})
     failed = [e.payload for e in _compactions(tmp_path) if not e.payload["ok"]]

@@ -270,7 +270,9 @@ def test_keep_tool_results_keeps_every_result_when_there_are_fewer() -> None:
         AIMessage("", tool_calls=[{"name": "fetch", "args": {"page": 2}, "id": "p2"}]),
         AIMessage("done"),
     ]
-    policy = ContextPolicy(clear_at=0.05, clear_to=0.02, summarize_at=0.99, clear_min_batch_share=0.001)
+    policy = ContextPolicy(
+        keep_tool_results=2, clear_at=0.05, clear_to=0.02, summarize_at=0.99, clear_min_batch_share=0.001
+    )
     views = _run(replies, [fetch], policy)
     for view in views.views:
         for message in view:

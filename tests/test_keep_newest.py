@@ -87,3 +87,35 @@ def test_every_result_of_the_newest_step_stays_however_many_calls_it_made() -> N
         TokenMeter().message_tokens(m) for m in messages[-4:]
     )
     assert ClearLayer(ContextPolicy(keep_tool_results=0), TokenMeter())._candidates(messages, Boundary(), NO_MASK)
+
+
+@tool
+def listing(page: int) -> str:
+    """List a page of files."""
+    return "\n".join(f"src/pkg_{page}/module_{i}.py: def handler_{page}_{i}(request)" for i in range(40))
+
+
+def test_by_default_a_result_older_than_the_newest_step_leaves_with_its_gist(tmp_path: Path) -> None:
+    """The default keeps only the newest step whole: the step before is what the agent has already acted on, and
+    its gist keeps its distinctive lines, so holding it whole costs tokens on every call for little it still needs."""
+    policy = ContextPolicy(
+        clear_at=0.5, clear_to=0.3, summarize_at=0.95, evict_window_share=0.5, clear_min_batch_share=0.05
+    )
+    steps = [AIMessage(THOUGHT, tool_calls=[{"name": "listing", "args": {"page": i}, "id": f"l{i}"}]) for i in range(2)]
+    views = Views()
+    agent = create_agent(
+        scripted_model([*steps, AIMessage("done")], window=WINDOW),
+        [listing],
+        middleware=[*context_middleware(policy=policy, trace=tmp_path / "trace.sqlite"), views],
+        checkpointer=InMemorySaver(),
+    )
+    agent.invoke({"messages": [HumanMessage("List both pages.")]}, {"configurable": {"thread_id": "default-keep"}})
+    last = {m.tool_call_id: m for m in views.views[-1] if isinstance(m, ToolMessage)}
+    assert not is_cleared(last["l1"])
+    assert last["l1"].content == listing.invoke({"page": 1})
+    assert is_cleared(last["l0"]), "the result before the newest step is cleared by default"
+    assert 'recall(call_id="l0")' in last["l0"].content
+    kept = last["l0"].content.splitlines()[1:]
+    original = listing.invoke({"page": 0}).splitlines()
+    assert kept
+    assert all(line in original or line.startswith("…") for line in kept)

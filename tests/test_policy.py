@@ -14,7 +14,7 @@ def test_defaults_are_the_documented_ones() -> None:
     assert policy.window is None
     assert (policy.clear_at, policy.clear_to, policy.summarize_at) == (0.60, 0.40, 0.85)
     assert (policy.evict_max_tokens, policy.evict_window_share) == (20_000, 0.10)
-    assert (policy.keep_tool_results, policy.clear_min_batch_share) == (2, 0.10)
+    assert (policy.keep_tool_results, policy.clear_min_batch_share) == (1, 0.10)
     assert (policy.warn_at, policy.critical_at) == (0.70, 0.90)
     assert policy.memory_index_max_chars == 8_000
     assert (policy.instruction_file_max_chars, policy.instructions_max_chars) == (4_000, 12_000)

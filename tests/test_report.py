@@ -118,7 +118,7 @@ def test_against_another_models_window() -> None:
     report = _report(model=scripted_model([], window=8_000, name="small"))
     assert (report.model, report.window) == ("small", 8_000)
     assert report.gauge == "critical"
-    assert report.forecast()[1].startswith("a fold is due on the next call")
+    assert report.forecast()[1].startswith("clearing gets the next call under the fold threshold")
     assert report.free == 0
 
 

@@ -91,9 +91,9 @@ def test_the_report_names_what_clearing_cannot_reach() -> None:
         report.categories[name] for name in ("system prompt", "tool schemas")
     )
     assert reach["user messages"] == report.categories["user messages"]
-    # the older calls' large arguments can be clipped; the newest two calls' cannot
+    # the older calls' large arguments can be clipped; the newest call's cannot
     assert 0 < reach["assistant text, and the arguments clearing keeps"] < report.categories["assistant messages"]
-    assert reach["the newest 2 tool results"] > 0
+    assert reach["the newest step's tool results"] > 0
     line = next(line for line in report.to_text().splitlines() if "clearing cannot reach" in line)
     total = sum(reach.values())
     assert f"clearing cannot reach {total:,} tokens" in line

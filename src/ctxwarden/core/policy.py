@@ -61,8 +61,9 @@ class ContextPolicy:
     clear_to: float = 0.40
     """One clearing batch goes down to this share, so the cached prefix moves rarely."""
 
-    keep_tool_results: int = 2
-    """The newest tool results that clearing never touches (with any kept, all results of the newest step stay)."""
+    keep_tool_results: int = 1
+    """The newest tool results that clearing never touches (with any kept, all results of the newest step stay).
+    Older ones leave with a gist of their distinctive lines, so by default only the newest step is held whole."""
 
     clear_exclude_tools: tuple[str, ...] = ()
     """Tools whose results are never cleared (for example an attempt log)."""

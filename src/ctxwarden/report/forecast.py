@@ -105,6 +105,11 @@ def thresholds_line(report: ReportFigures) -> str:
     )
 
 
+def kept_label(keep: int) -> str:
+    """How the report names the results clearing keeps (`keep_tool_results`, and every result of the newest step)."""
+    return "the newest step's tool results" if keep == 1 else f"the newest {keep} tool results"
+
+
 def out_of_reach(messages: Sequence[BaseMessage], meter: TokenMeter, policy: ContextPolicy) -> dict[str, int]:
     """Raw tokens of the view no clearing batch can remove, by what they are (the fixed prompt is added by the report).
 
@@ -114,8 +119,9 @@ def out_of_reach(messages: Sequence[BaseMessage], meter: TokenMeter, policy: Con
     newest = kept_results(messages, results, policy.keep_tool_results)
     names = {str(c["id"]): c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
     pinned = set(policy.clear_exclude_tools)
+    kept = kept_label(policy.keep_tool_results)
     reach = {
-        f"the newest {policy.keep_tool_results} tool results": 0,
+        kept: 0,
         "pinned tools' results": 0,
         "assistant text, and the arguments clearing keeps": 0,
     }
@@ -123,7 +129,7 @@ def out_of_reach(messages: Sequence[BaseMessage], meter: TokenMeter, policy: Con
         if (result.name or names.get(result.tool_call_id)) in pinned:
             reach["pinned tools' results"] += meter.message_tokens(result)
         elif result.tool_call_id in newest:
-            reach[f"the newest {policy.keep_tool_results} tool results"] += meter.message_tokens(result)
+            reach[kept] += meter.message_tokens(result)
     callers = [m for m in messages if isinstance(m, AIMessage)]
     recent = {id(m) for m in [m for m in callers if m.tool_calls][-policy.keep_tool_results :]}
     recent = recent if policy.keep_tool_results else set()
@@ -145,6 +151,7 @@ __all__ = [
     "GLYPHS",
     "OVERHEAD_WARN_SHARE",
     "forecast",
+    "kept_label",
     "min_batch",
     "out_of_reach",
     "overhead_warning",
