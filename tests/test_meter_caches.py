@@ -157,6 +157,32 @@ def test_a_view_ending_in_a_note_is_measured_from_where_it_differs() -> None:
         )
 
 
+def test_lists_that_part_where_the_best_match_parts_are_not_scanned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The views of earlier calls with the same mask share the thread up to where the mask advanced: a new view that
+    parts there too is scanned against one of them, not against each."""
+    from ctxwarden.core import list_totals
+
+    scans: list[int] = []
+    original = list_totals._shared_prefix
+
+    def counted(seen: list[BaseMessage], messages: list[BaseMessage]) -> int:
+        scans.append(len(seen))
+        return original(seen, messages)
+
+    monkeypatch.setattr(list_totals, "_shared_prefix", counted)
+    meter = TokenMeter(RecordingCounter())
+    thread = _history(100)
+    for step in range(3):  # three earlier views: the same messages up to 150, then each its own placeholder
+        view = [*thread, HumanMessage(f"next {step}", id=f"n{step}")]
+        view[150] = ToolMessage(f"[cleared {step}]", tool_call_id="c74", id=f"t74-cleared-{step}")
+        meter.messages_tokens(view)
+    scans.clear()
+    now = list(thread)
+    now[150] = ToolMessage("[cleared now]", tool_call_id="c74", id="t74-now")
+    assert meter.messages_tokens(now) == sum(meter.message_tokens(m) for m in now)
+    assert len(scans) == 1
+
+
 def test_a_copy_of_a_tool_is_not_converted_and_counted_again() -> None:
     counter = RecordingCounter()
     meter = TokenMeter(counter)

@@ -14,6 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden import ContextPolicy, TokenMeter, context_middleware
 from ctxwarden.clip import clear, pregist
+from ctxwarden.clip.gist import TokenLedger
 from ctxwarden.clip.index import ThreadIndex
 from ctxwarden.clip.mask import upcoming
 from ctxwarden.clip.pregist import Pregists
@@ -87,6 +88,31 @@ def test_a_mask_advance_finds_its_gists_made_ahead_with_the_same_lines(monkeypat
     assert {name for name, _line in made} == {"ctxwarden-pregist"}  # none made on a call
     assert len(made) == len(set(made))  # each made once
     assert {text.splitlines()[1] for text in masked} <= {line for _name, line in made}
+
+
+def test_a_mask_advance_with_its_gists_made_ahead_does_not_index_the_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gist made ahead still holds while its result stands where it stood: the call checks that in O(1) and
+    leaves the thread's token ledger to the background."""
+    indexed_on_the_call: list[int] = []
+    original = TokenLedger._sync
+
+    def watched(self: TokenLedger, messages: Any, *args: Any) -> None:
+        before = self.size
+        original(self, messages, *args)
+        if threading.current_thread() is threading.main_thread() and self.size > before:
+            indexed_on_the_call.append(self.size - before)
+
+    monkeypatch.setattr(TokenLedger, "_sync", watched)
+    handed = Pregists.hand_over
+
+    def finished(self: Pregists, *args: Any) -> None:  # the model took long enough for the background to finish
+        handed(self, *args)
+        assert self.wait(timeout=60)
+
+    monkeypatch.setattr(Pregists, "hand_over", finished)
+    views = _run("standing")
+    assert sum(line.startswith("[cleared") for line in views[-2]) >= 8  # the mask advanced at least twice
+    assert indexed_on_the_call == []
 
 
 def test_a_clearing_batch_finds_its_gists_made_ahead_with_the_same_lines(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,9 +197,9 @@ def test_background_gists_wait_while_a_call_is_shaped(monkeypatch: pytest.Monkey
     with FOREGROUND.call():
         pregists.hand_over(ledger, messages, jobs, meter.counter, meter.count_apart)
         assert not pregists.wait(timeout=0.3)
-        assert pregists.get(jobs[0][0], 100, 2, jobs[0][2]) is None
+        assert pregists.standing(jobs[0][0], 100, jobs[0][2], messages) is None
     assert pregists.wait(timeout=60)
-    made = pregists.get(jobs[0][0], 100, 2, jobs[0][2])
+    made = pregists.standing(jobs[0][0], 100, jobs[0][2], messages)
     assert made is not None
     assert made.placeholder_tokens == meter.message_tokens(made.placeholder)
 

@@ -8,7 +8,7 @@ gist quotes, and each placeholder's token count.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
 
@@ -66,20 +66,22 @@ class Boundary:
             raw.get("masked_upto") if isinstance(raw.get("masked_upto"), str) else None,
         )
 
-    def to_state(self, grown_from: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def to_state(self, grown_from: Mapping[str, Any] | None = None, added: Sequence[str] = ()) -> dict[str, Any]:
         """The boundary as the thread's private state stores it.
 
         `grown_from` is the stored state of the boundary this one extends (same entries, more of them): its
-        entries are taken as they are, and only the new ones converted, so a batch costs what it adds.
+        entries are taken as they are, and only the new ones converted, so a batch costs what it adds. `added`
+        names the entries new since `grown_from` when the caller knows them (`remembered`): then not even the
+        keys are compared.
         """
         state: dict[str, Any] = {"results": list(self.results), "args": list(self.args)}
         grown_from = grown_from or {}
         if self.gists:
-            state["gists"] = _extended(grown_from.get("gists"), self.gists)
+            state["gists"] = _extended(grown_from.get("gists"), self.gists, added)
         if self.counts and self.counted_by:
             same = grown_from.get("counted_by") == self.counted_by
             state |= {
-                "counts": _extended(grown_from.get("counts") if same else None, self.counts),
+                "counts": _extended(grown_from.get("counts") if same else None, self.counts, added),
                 "counted_by": self.counted_by,
             }
         if self.masked_upto is not None:
@@ -87,11 +89,22 @@ class Boundary:
         return state | {"masked_turns": self.masked_turns} if self.masked_turns else state
 
 
-def _extended(stored: Any, entries: Mapping[str, tuple[int, ...]]) -> dict[str, list[int]]:
-    """`entries` as stored lists, reusing `stored` (a dict of the same entries' lists, or fewer) for what it holds."""
+def _extended(stored: Any, entries: Mapping[str, tuple[int, ...]], added: Sequence[str] = ()) -> dict[str, list[int]]:
+    """`entries` as stored lists, reusing `stored` (a dict of the same entries' lists, or fewer) for what it holds.
+
+    With `added` (the entries new since `stored`), only those are converted, and the keys compared only by count: a
+    mask advance on a thread with thousands of hidden results costs what it hid.
+    """
     if not isinstance(stored, dict):
         return {k: list(v) for k, v in entries.items()}
     out = dict(stored)
+    if added:
+        for key in added:
+            if key in entries:
+                out[key] = list(entries[key])
+        if len(out) == len(entries):
+            return out
+        out = dict(stored)  # not what `stored` grew into (an entry it held was dropped): compare the keys
     for key in out.keys() - entries.keys():
         del out[key]
     for key in entries.keys() - out.keys():
@@ -127,13 +140,13 @@ def remembered(
     made: Made,
     meter: TokenMeter,
     mask: tuple[int, str | None],
-) -> Boundary:
+) -> tuple[Boundary, list[str]]:
     """`boundary` with the gist lines, and the counts of the placeholders that hide `hidden` (the cleared results
     and clipped calls, the mask's too), as this process made them, and the reach of the `mask` (turns, and the id
     of the last masked turn's message): a resumed process renders and measures the same placeholders from these.
 
     Only what was hidden since the last time is read (found by call id in the index), so a batch or a mask
-    advance costs what it hid, not the thread's length.
+    advance costs what it hid, not the thread's length; the names of the entries it added come with it.
     """
     gists: dict[str, tuple[int, ...]] = dict(boundary.gists)
     same_counter = boundary.counted_by == meter.count_key
@@ -153,6 +166,7 @@ def remembered(
         key = ("args", *sorted(str(c["id"]) for c in message.tool_calls if c.get("id") in clipped))
         if placeholder_key(message, key) not in counts:
             shown.append((message, key))
+    added: list[str] = []
     for message, key in shown:
         found = made(message, key)
         if found is None:
@@ -162,7 +176,8 @@ def remembered(
         if excerpt is not None:
             gists.setdefault(name, excerpt.chosen)
         counts[name] = (meter.message_tokens(placeholder), *content_signature(placeholder))
-    return Boundary(boundary.results, boundary.args, gists, counts, meter.count_key, *mask)
+        added.append(name)
+    return Boundary(boundary.results, boundary.args, gists, counts, meter.count_key, *mask), added
 
 
 __all__ = ["CLIP_STATE_KEY", "Boundary", "ClipState", "Made", "boundary_of", "placeholder_key", "remembered"]

@@ -114,8 +114,8 @@ class ClearLayer:
             grown_from = stored[0] if stored is not None and stored[1] is self._stored else None
             hidden = _hidden(index, boundary, masked)
             mask = (turns, last_masked(index, turns))
-            boundary = remembered(index, boundary, hidden, self._made, self.meter, mask)
-            index.memo["boundary"] = (boundary.to_state(grown_from), boundary)  # the next call finds it in its state
+            boundary, added = remembered(index, boundary, hidden, self._made, self.meter, mask)
+            index.memo["boundary"] = (boundary.to_state(grown_from, added), boundary)  # the next call reads it
             index.memo["view"] = (boundary, masked, list(view))
             state = {CLIP_STATE_KEY: index.memo["boundary"][0]}
         elif untouched or all(map(operator.is_, view, messages)):
@@ -304,11 +304,12 @@ class ClearLayer:
             kept = gist_of_lines(text_of(message), stored)
             if kept is not None:
                 return kept
+        if self._thread is not None:  # made ahead, in the background, where the result still stands
+            ahead = self._pregists.standing(message, budget, tokens, self._thread)
+            if ahead is not None:
+                return ahead
         ledger = self._current_ledger()
         position = ledger.position(message) if ledger is not None else None
-        ahead = self._pregists.get(message, budget, position, tokens) if position is not None else None
-        if ahead is not None:  # made ahead, in the background
-            return ahead
         seen = ledger.seen_before(position) if ledger is not None and position is not None else never_seen
         return gist(text_of(message), budget, self._count_line, seen)
 

@@ -112,12 +112,15 @@ class Pregists:
         self._worker: threading.Thread | None = None
         self._ending = False
 
-    def get(self, message: BaseMessage, budget: int, position: int, tokens: int) -> MadeAhead | None:
-        """What was made ahead for `message` of `tokens` on `budget`, at `position` of the thread (`None`: nothing)."""
+    def standing(
+        self, message: BaseMessage, budget: int, tokens: int, thread: Sequence[BaseMessage]
+    ) -> MadeAhead | None:
+        """What was made ahead for `message`, if it still stands where it stood in `thread` when it was made: the
+        lines before it are the same, so the gist is too, and the call need not index the thread to know."""
         hit = self._made.get(message)
-        if hit is None or hit.budget != budget or hit.position != position or hit.tokens != tokens:
+        if hit is None or hit.budget != budget or hit.tokens != tokens:
             return None
-        return hit
+        return hit if hit.position < len(thread) and thread[hit.position] is message else None
 
     def ahead(
         self,

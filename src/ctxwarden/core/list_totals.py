@@ -60,9 +60,10 @@ class ListTotals:
                 best, common = measured, len(seen)
                 break
         else:
-            for measured in candidates:
-                if len(measured.messages) > common:
-                    shared = _shared_prefix(measured.messages, messages)
+            for measured in candidates:  # most recent first; one that parts where the best so far does is passed over
+                seen = measured.messages
+                if len(seen) > common and common < len(messages) and seen[common] is messages[common]:
+                    shared = _shared_prefix(seen, messages)
                     if shared > common:
                         best, common = measured, shared
         added = [count(message) for message in islice(messages, common, None)]
