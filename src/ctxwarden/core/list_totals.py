@@ -49,17 +49,19 @@ class ListTotals:
         with self._lock:
             candidates = [m for m in self._lists if m.messages[0] is head]
         best, common = None, 0
+        partial, scanned = None, 0  # the longest prefix the scans below found, for when no list extends
         for measured in candidates:  # the common case, a list that grew: one identity check of its prefix
             seen = measured.messages
             # its last message first: a view that differs only near its end is turned away without a full scan
-            if (
-                len(seen) <= len(messages)
-                and seen[-1] is messages[len(seen) - 1]
-                and all(map(operator.is_, seen, messages))
-            ):
-                best, common = measured, len(seen)
-                break
+            if len(seen) <= len(messages) and seen[-1] is messages[len(seen) - 1]:
+                shared = _shared_prefix(seen, messages)
+                if shared == len(seen):
+                    best, common = measured, shared
+                    break
+                if shared > scanned:
+                    partial, scanned = measured, shared
         else:
+            best, common = partial, scanned
             for measured in candidates:  # most recent first; one that parts where the best so far does is passed over
                 seen = measured.messages
                 if len(seen) > common and common < len(messages) and seen[common] is messages[common]:

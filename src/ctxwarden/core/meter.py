@@ -144,7 +144,7 @@ class TokenMeter:
     def count_apart(self, message: BaseMessage) -> int:
         """Tokens of a message without tool calls, counted without reading or filling a cache: what a background
         thread may ask while a call uses the meter (`remember` takes the result on the call's thread)."""
-        if getattr(message, "tool_calls", None):
+        if isinstance(message, AIMessage) and message.tool_calls:
             raise ValueError("count_apart counts messages without tool calls; use message_tokens for an AI message")
         return self._count_message(message)
 
