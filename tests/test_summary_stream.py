@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
-from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import tool
 
 from ctxwarden import DETERMINISTIC, create_context_agent
 from ctxwarden.fold import SECTIONS
+from ctxwarden.fold.summarize import is_fold_request
 from ctxwarden.replay import ScriptedChatModel, scripted_model
 from ctxwarden.trace import TraceStore
 
@@ -57,6 +58,25 @@ class StreamingAgentModel(ScriptedChatModel):
             yield ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=calls))
 
 
+class SummarizingAgentModel(StreamingAgentModel):
+    """The agent's model, also asked for the summaries (no summarizer given): it streams those word by word too."""
+
+    def _stream(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Iterator[Any]:
+        if not is_fold_request(messages):
+            yield from super()._stream(messages, stop, run_manager, **kwargs)
+            return
+        for word in re.findall(r"\S+\s*", SUMMARY):
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=word))
+            if run_manager is not None:
+                run_manager.on_llm_new_token(word, chunk=chunk)
+            yield chunk
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        if is_fold_request(messages):
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(SUMMARY))])
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
 def _summarizer() -> Any:
     """A chat model that streams its summary token by token when asked to (as real providers do)."""
     model = scripted_model([], window=100_000, name="summarizer")
@@ -64,8 +84,12 @@ def _summarizer() -> Any:
     return model
 
 
-def _agent(state_dir: Path, summarizer: Any) -> Any:
-    model = StreamingAgentModel(messages=iter(_replies()), profile={"max_input_tokens": WINDOW}, name="agent-model")
+def _agent(state_dir: Path, kind: str) -> Any:
+    """An agent whose folds summarize with a summarizer model, its own model (in place) or deterministically."""
+    own = kind == "own model"
+    summarizer = _summarizer() if kind == "model" else None if own else DETERMINISTIC
+    make = SummarizingAgentModel if own else StreamingAgentModel
+    model = make(messages=iter(_replies()), profile={"max_input_tokens": WINDOW}, name="agent-model")
     return create_context_agent(model, [fetch], state_dir=state_dir, summarizer=summarizer)
 
 
@@ -78,9 +102,13 @@ def _streamed(chunks: list[tuple[Any, dict]]) -> dict[str, str]:
     return texts
 
 
-def _check(state_dir: Path, thread: str, chunks: list[tuple[Any, dict]], values: dict[str, Any]) -> None:
+def _check(
+    state_dir: Path, thread: str, chunks: list[tuple[Any, dict]], values: dict[str, Any], kind: str = "model"
+) -> None:
     folds = list(TraceStore(state_dir / "trace.sqlite").events(thread_id=thread, kind="context_compaction"))
     assert len([e for e in folds if e.payload["ok"]]) >= 2, "the run must fold twice to prove anything"
+    if kind == "own model":  # its summaries were written by the agent's model, asked in place, streaming
+        assert {(e.payload["summarizer"], e.payload["fallback"]) for e in folds} == {("agent-model", False)}
     streamed = _streamed(chunks)
     joined = "".join(streamed.values())
     assert "summarytoken" not in joined
@@ -90,19 +118,19 @@ def _check(state_dir: Path, thread: str, chunks: list[tuple[Any, dict]], values:
     assert streamed == said  # the agent's own tokens, every one of them, and nothing else
 
 
-@pytest.mark.parametrize("kind", ["model", DETERMINISTIC])
+@pytest.mark.parametrize("kind", ["model", "own model", DETERMINISTIC])
 def test_a_run_with_two_folds_streams_only_the_agents_words(state_dir: Path, kind: str) -> None:
-    agent = _agent(state_dir, _summarizer() if kind == "model" else DETERMINISTIC)
+    agent = _agent(state_dir, kind)
     config = {"configurable": {"thread_id": "stream"}}
     chunks = list(agent.stream({"messages": [HumanMessage("read every page")]}, config, stream_mode="messages"))
-    _check(state_dir, "stream", chunks, agent.get_state(config).values)
+    _check(state_dir, "stream", chunks, agent.get_state(config).values, kind)
     agent.checkpointer.conn.close()
 
 
-@pytest.mark.parametrize("kind", ["model", DETERMINISTIC])
+@pytest.mark.parametrize("kind", ["model", "own model", DETERMINISTIC])
 async def test_async_streams_keep_summaries_out_too(state_dir: Path, kind: str) -> None:
-    agent = _agent(state_dir, _summarizer() if kind == "model" else DETERMINISTIC)
+    agent = _agent(state_dir, kind)
     config = {"configurable": {"thread_id": "astream"}}
     chunks = [c async for c in agent.astream({"messages": [HumanMessage("go")]}, config, stream_mode="messages")]
-    _check(state_dir, "astream", chunks, (await agent.aget_state(config)).values)
+    _check(state_dir, "astream", chunks, (await agent.aget_state(config)).values, kind)
     agent.checkpointer.conn.close()

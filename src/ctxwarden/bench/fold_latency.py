@@ -40,6 +40,7 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.stamp import stamp_of
 from ctxwarden.demo import default_trajectory
+from ctxwarden.fold.summarize import is_fold_request
 from ctxwarden.replay.driver import replay_into
 from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording, load_recording
@@ -62,6 +63,8 @@ class PacedReplay(ReplayChatModel):
     _took: list[float] = PrivateAttr(default_factory=list)
 
     def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        if is_fold_request(messages):  # answered by the slow summarizer, at its own pace
+            return super()._generate(messages, stop, run_manager, **kwargs)
         started = time.perf_counter()
         result = super()._generate(messages, stop, run_manager, **kwargs)
         time.sleep(self.seconds)
@@ -120,10 +123,14 @@ def measure(
 ) -> Measured:
     """Replay `recording` under `strategy`; per fold, the model step's time outside the model, in ms."""
     folder = Path(tempfile.mkdtemp(prefix=f"fold-latency-{strategy}-", dir=workdir))
-    model = PacedReplay(
-        recording=recording, usage="received", profile={"max_input_tokens": window}, seconds=model_seconds
-    )
     summarizer = SlowSummarizer(counter=TokenMeter().counter, name="slow-summarizer", seconds=summarizer_seconds)
+    model = PacedReplay(
+        recording=recording,
+        usage="received",
+        profile={"max_input_tokens": window},
+        seconds=model_seconds,
+        summaries=summarizer,
+    )
     summarizer.tick = lambda: len(model._took)
     agent = _agent(strategy, model, replay_tools(recording), folder, summarizer, recording)
     timer = StepTimer()

@@ -20,8 +20,9 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from pydantic import PrivateAttr
 
-from ctxwarden.bench.strategies import STRATEGIES, fixed_summarizer
+from ctxwarden.bench.strategies import STRATEGIES, Asked, fixed_summarizer
 from ctxwarden.fold.state import is_summary
+from ctxwarden.fold.summarize import is_fold_request
 from ctxwarden.replay.driver import replay_into
 from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording
@@ -49,6 +50,8 @@ class CapturingReplay(ReplayChatModel):
         return self._seen
 
     def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        if is_fold_request(messages):  # answered by the fixed summarizer, which keeps what it was asked
+            return super()._generate(messages, stop, run_manager, **kwargs)
         step = self.position
         started = time.perf_counter()
         result = super()._generate(messages, stop, run_manager, **kwargs)
@@ -99,16 +102,22 @@ class Replayed:
     extra: dict[str, Any] = field(default_factory=dict)
     folds_at: list[int] = field(default_factory=list)
     """How many model calls had been made when each fold happened (the next call is the first after it)."""
+    asked: list[Asked] = field(default_factory=list)
+    """Every summarizer request, as sent (billed by the prefix it shares with the calls before it)."""
 
 
 def replay(recording: Recording, strategy: str, window: int, workdir: Path | None = None) -> Replayed:
     """Replay `recording` under `strategy` at `window` tokens; errors are caught and reported in the result."""
     folder = Path(tempfile.mkdtemp(prefix=f"{strategy}-{window}-", dir=workdir))
     # stable reply ids (each replay is a new thread): an evicted result's path, which the model reads, is keyed by them
-    model = CapturingReplay(
-        recording=recording, usage="received", reply_ids="replay", profile={"max_input_tokens": window}
-    )
     summarizer = fixed_summarizer()
+    model = CapturingReplay(
+        recording=recording,
+        usage="received",
+        reply_ids="replay",
+        profile={"max_input_tokens": window},
+        summaries=summarizer,  # the agent's model summarizes, as when no summarizer is given
+    )
     summarizer.tick = lambda: len(model.seen)
     tools = replay_tools(recording)
     agent = STRATEGIES[strategy].build(model, tools, folder, summarizer, window, recording.system_prompt)
@@ -134,6 +143,7 @@ def replay(recording: Recording, strategy: str, window: int, workdir: Path | Non
         messages,
         folder,
         error,
+        asked=summarizer.asked,
         folds_at=applied_folds(model.seen),
     )
 

@@ -6,7 +6,10 @@ own bookkeeping:
 
 - input tokens: messages (role, content, tool-call names and arguments) plus tool schemas;
 - cache-aware cost: the prefix a call shares with the previous one at 0.1, the rest at
-  1.0, plus the summarizer's input at 1.0;
+  1.0; and each summarizer request likewise, by the longest prefix it shares with one of
+  the `SUMMARIZER_LOOKBACK` calls made before it (a provider keeps each call's prefix
+  cached for minutes), so a request that begins with a call's tools, system prompt and
+  messages is billed mostly at 0.1, and a transcript prompt at 1.0;
 - visible share: per call, the share of the raw conversation so far (as recorded, with
   full outputs) that the call receives verbatim;
 - recoverability: the share of original tool-output and tool-argument bytes that are in
@@ -24,12 +27,15 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxwarden.bench.harness import Replayed
+from ctxwarden.bench.harness import Replayed, SeenCall
 from ctxwarden.bench.recall import RecallCounts, recall_counts
 from ctxwarden.clip.placeholders import RECALL_REFERENCE
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.text import encode, text_of
 from ctxwarden.replay.recording import Recording
+
+SUMMARIZER_LOOKBACK = 4
+"""The calls before a summarizer request whose cached prefixes it may read (see the module)."""
 
 PATH = re.compile(r"/(?:large_tool_results|conversation_history)/[\w./-]+")
 
@@ -46,6 +52,7 @@ class RunFigures:
     input_tokens: int = 0
     cache_cost_calls: float = 0.0
     summarizer_input_tokens: int = 0
+    summarizer_cost: float = 0.0
     folds: int = 0
     peak_fraction: float = 0.0
     visible_shares: list[float] = field(default_factory=list)
@@ -58,7 +65,7 @@ class RunFigures:
 
     @property
     def cache_cost(self) -> float:
-        return self.cache_cost_calls + self.summarizer_input_tokens
+        return self.cache_cost_calls + self.summarizer_cost
 
 
 def figures(run: Replayed, meter: TokenMeter) -> RunFigures:
@@ -84,12 +91,41 @@ def figures(run: Replayed, meter: TokenMeter) -> RunFigures:
         out.visible_shares.append(_visible_share(raw, call.step, call.messages, meter))
         if index < len(run.step_ms):
             out.overheads_ms.append(max(0.0, run.step_ms[index] - call.model_ms))
-    out.summarizer_input_tokens = sum(run.summarizer_calls)
+    out.summarizer_input_tokens, out.summarizer_cost = _summarizer_bill(run, meter)
     out.folds = len(run.summarizer_calls) or _ctxwarden_folds(run)
     out.recall = recall_counts(run.recording, ((c.step, c.messages) for c in run.calls), run.folds_at)
     if run.calls and run.error is None:
         out.original_bytes, out.reachable_bytes = _recoverable(run, run.calls[-1].messages)
     return out
+
+
+def _summarizer_bill(run: Replayed, meter: TokenMeter) -> tuple[int, float]:
+    """The summarizer's input tokens and their cost: per request, its prefix shared with one of the calls just
+    before it at 0.1, the rest at 1.0."""
+    tokens, cost = 0, 0.0
+    for asked in run.asked:
+        keys = [_tools_key(asked.tools), *(_key(m) for m in asked.messages)]
+        sizes = [_schema_tokens(asked.tools, meter), *(meter.message_tokens(m) for m in asked.messages)]
+        made = int(asked.after_calls) if asked.after_calls is not None else len(run.calls)
+        shared = max(
+            (_shared(call, keys, sizes) for call in run.calls[max(0, made - SUMMARIZER_LOOKBACK) : made]), default=0
+        )
+        tokens += sum(sizes)
+        cost += 0.1 * shared + (sum(sizes) - shared)
+    return tokens, cost
+
+
+def _shared(call: SeenCall, keys: Sequence[str], sizes: Sequence[int]) -> int:
+    """Tokens of the prefix of `keys` (sized `sizes`) that `call` began with."""
+    shared = 0
+    for index, (key, size) in enumerate(zip(keys, sizes, strict=True)):
+        if index > len(call.messages):
+            break
+        theirs = _tools_key(call.tools) if index == 0 else _key(call.messages[index - 1])
+        if theirs != key:
+            break
+        shared += size
+    return shared
 
 
 def _key(message: BaseMessage) -> str:

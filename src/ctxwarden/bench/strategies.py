@@ -11,7 +11,10 @@ middleware evicts large results:
 - `ctxwarden` and `ctxwarden-cost-first`: `create_context_agent` with the default and cost-first policies.
 
 Summaries come from one fixed fake summarizer shared by every strategy, so folds cost
-the same everywhere and the comparison is about context management alone.
+the same everywhere and the comparison is about context management alone. It stands in
+for the agent's own model, which summarizes in both products when no summarizer is
+given: deepagents asks it with a transcript, ctxwarden by continuing the call
+(`ctxwarden.fold.in_place`), and the replayed model hands it those requests.
 """
 
 from __future__ import annotations
@@ -41,6 +44,15 @@ SUMMARY_TOKENS = 405
 """Length of the fixed summary every strategy's folds receive."""
 
 
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """One summarizer request as sent: its messages and tool schemas, and how many agent calls were made before it."""
+
+    after_calls: Any
+    messages: list[BaseMessage]
+    tools: list[Any]
+
+
 class FixedSummarizer(BaseChatModel):
     """Answers every summarization request with the same summary, and counts what it was asked."""
 
@@ -49,6 +61,7 @@ class FixedSummarizer(BaseChatModel):
     """Called at each request; its answer is kept in `at` (the harness passes the number of model calls so far)."""
     _calls: list[int] = PrivateAttr(default_factory=list)
     _at: list[Any] = PrivateAttr(default_factory=list)
+    _asked: list[Asked] = PrivateAttr(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -58,6 +71,11 @@ class FixedSummarizer(BaseChatModel):
     def calls(self) -> list[int]:
         """Input tokens of each request."""
         return self._calls
+
+    @property
+    def asked(self) -> list[Asked]:
+        """Each request as sent."""
+        return self._asked
 
     @property
     def at(self) -> list[Any]:
@@ -70,6 +88,7 @@ class FixedSummarizer(BaseChatModel):
         asked = sum(self.counter(str(m.content)) for m in messages)
         self._calls.append(asked)
         self._at.append(self.tick() if self.tick is not None else None)
+        self._asked.append(Asked(self._at[-1], list(messages), list(kwargs.get("tools") or [])))
         text = _summary_text(self.counter)
         reply = AIMessage(
             text,
@@ -150,7 +169,9 @@ def _deepagents(
 
 
 def ctxwarden_builder(policy: ContextPolicy) -> Callable[..., Any]:
-    """The strategy builder for `create_context_agent` with `policy`."""
+    """The strategy builder for `create_context_agent` with `policy`, given no summarizer: the agent's model
+    summarizes, as by default, and the replayed model hands those requests to the fixed summarizer (its `summaries`).
+    """
 
     def build(
         model: Any, tools: list[Any], folder: Path, summarizer: FixedSummarizer, window: int, system_prompt: str | None
@@ -160,7 +181,6 @@ def ctxwarden_builder(policy: ContextPolicy) -> Callable[..., Any]:
             tools,
             state_dir=folder,
             policy=policy,
-            summarizer=summarizer,
             trace=folder / "trace.sqlite",
             system_prompt=system_prompt,
         )

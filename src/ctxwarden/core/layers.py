@@ -112,7 +112,9 @@ class ContextLayer(Protocol):
     """One lifecycle stage applied to a single call's view (clip, fold, ...).
 
     It returns `None` when it has nothing to do, or a `LayerEdit` whose request is
-    `request.override(...)`; it never mutates the checkpointed messages.
+    `request.override(...)`; it never mutates the checkpointed messages. A layer may also
+    define `answered(request)`: the stack calls it once the call is answered, with the
+    request as the layers left it (the fold layer sends a prepared summary's request then).
     """
 
     name: str

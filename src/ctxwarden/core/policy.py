@@ -114,6 +114,11 @@ class ContextPolicy:
     summarizer_timeout: float | None = 120.0
     """Seconds one summarizer call may take before it counts as failed (`None`: no limit)."""
 
+    summarize_in_place: bool = True
+    """When no summarizer is given (the agent's model summarizes), a fold asks for its summary by sending the call
+    the model last received, with the instruction appended, so the provider bills it from its prompt cache; `False`
+    sends a transcript of the folded turns instead (for a provider without prompt caching)."""
+
     fold_prepare_ahead: float = 0.15
     """Once a call passes `summarize_at` minus this share, the next fold's summary is prepared in the background,
     so the fold applies it at once instead of waiting for the summarizer; 0 prepares nothing ahead."""

@@ -95,11 +95,14 @@ class Draft:
 class Drafts:
     """The drafts of one preparation, by the id of the last message each covers; written by one thread at a time."""
 
-    __slots__ = ("_by_upto", "_worker", "prepared")
+    __slots__ = ("_by_upto", "_worker", "prepared", "summarized")
 
-    def __init__(self, prepared: int) -> None:
+    def __init__(self, prepared: int, summarized: int | None = None) -> None:
         self.prepared = prepared
-        """How many messages the prepared summary covers: a draft's extension is of the ones after them."""
+        """How many messages the prepared fold takes: the least a draft covers."""
+        self.summarized = prepared if summarized is None else summarized
+        """How many messages the prepared summary covers (more, when it was asked in place with the whole call): a
+        draft's extension is of the ones after them."""
         self._by_upto: dict[str | None, Draft] = {}
         self._worker: threading.Thread | None = None
 
@@ -163,7 +166,7 @@ class Drafts:
 
     def _make(self, folder: Folder, given: FoldInput, folded_raw: list[BaseMessage]) -> Draft:
         gathered = folder.gathered(folded_raw, given)
-        return Draft(covered(folded_raw), given.window, gathered, extension(folded_raw[self.prepared :]))
+        return Draft(covered(folded_raw), given.window, gathered, extension(folded_raw[self.summarized :]))
 
     @staticmethod
     def _warm(folder: Folder, given: FoldInput, cut: int, draft: Draft, future: Future[Summary]) -> None:

@@ -32,12 +32,17 @@ from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.facts import Facts, gather, render, strip_facts
 from ctxwarden.fold.history import appending, history_path
+from ctxwarden.fold.in_place import SentCall, fold_request
 from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, kept_ahead, summary_message
 from ctxwarden.fold.summarize import Summary, deterministic_summary, prompt_for, summarizing
 from ctxwarden.fold.transcript import history_section
 
 CHARS_PER_TOKEN = 4
 """For the facts cap: a share of the window in tokens, spent in characters."""
+
+IN_PLACE_ALLOWANCE = 600
+"""Tokens an in-place summarizer request adds to its call (the instruction): a call with less room left in its
+window asks with the transcript instead."""
 
 DETERMINISTIC = "deterministic"
 """Pass as the summarizer to build summaries without a model."""
@@ -63,6 +68,8 @@ class FoldInput:
     """The model to summarize with when no summarizer was configured (the agent's)."""
     instructions: str | None = None
     forced: bool = False
+    sent: SentCall | None = None
+    """The call as the model receives it, which an in-place summarizer request continues (`ctxwarden.fold.in_place`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +140,7 @@ class Folder:
         number = (given.folds.last.number + 1) if given.folds.last else 1
         summarizer = self.summarizer if self.summarizer is not None else given.fallback_model
         prompt = None
-        if prompt_wanted and asks_model(summarizer):
+        if prompt_wanted and asks_model(summarizer) and not self.in_place(summarizer, given, given.sent):
             prompt = self._bounded_prompt(summarizer, _previous_summary(given), folded, given)
         return FoldPlan(
             number=number,
@@ -147,9 +154,26 @@ class Folder:
             pinned=self.pinned(given.view, given.window),
         )
 
-    def prompt(self, plan: FoldPlan, given: FoldInput) -> str:
-        """The summarizer prompt of `plan` (for a plan made with `prompt_wanted=False`, in the background)."""
-        return plan.prompt or self._bounded_prompt(plan.summarizer, _previous_summary(given), plan.folded, given)
+    def in_place(self, summarizer: Any, given: FoldInput, sent: SentCall | None) -> bool:
+        """Whether the summary is asked for by continuing the call `sent`: the summarizer is the model it calls, it
+        takes the call's tools, and the call leaves room for the instruction (`ctxwarden.fold.in_place`)."""
+        return (
+            self.policy.summarize_in_place
+            and self.summarizer is None
+            and sent is not None
+            and summarizer is sent.model
+            and given.tokens_before + IN_PLACE_ALLOWANCE <= given.window
+            and sent.bound() is not None
+        )
+
+    def request(self, plan: FoldPlan, given: FoldInput, sent: SentCall | None) -> tuple[Any, str | list[BaseMessage]]:
+        """The model to ask and what to ask it: the call `sent` continued in place when it can be, else the transcript
+        prompt (built here for a plan made with `prompt_wanted=False`, in the background)."""
+        if sent is not None and self.in_place(plan.summarizer, given, sent):
+            asked = fold_request(sent, budget_words=self._words(given), focus=given.instructions)
+            return unstreamed(sent.bound()), asked
+        prompt = plan.prompt or self._bounded_prompt(plan.summarizer, _previous_summary(given), plan.folded, given)
+        return unstreamed(plan.summarizer), prompt
 
     def gathered(self, folded_raw: Sequence[BaseMessage], given: FoldInput) -> Gathered:
         """The facts of a fold of `folded_raw` after `given.folds`: the previous facts extended, and rendered."""
@@ -200,13 +224,14 @@ class Folder:
 
     # --- summaries --------------------------------------------------------------
     def _summarizing(self, plan: FoldPlan, given: FoldInput) -> Steps[Summary]:
-        if plan.prompt is None:
+        if not asks_model(plan.summarizer):
             return self._deterministic(plan, given, fallback=False)
         try:
+            model, asked = self.request(plan, given, given.sent)
             return (
                 yield from summarizing(
-                    unstreamed(plan.summarizer),
-                    plan.prompt,
+                    model,
+                    asked,
                     retries=self.policy.summarizer_retries,
                     timeout=self.policy.summarizer_timeout,
                 )
@@ -225,7 +250,7 @@ class Folder:
             budget = resolve_window(summarizer).tokens // 2
         except WindowUnknownError:
             budget = given.window // 2
-        words = max(150, min(1_000, int(given.window * self.policy.fold_keep_share * 0.6)))
+        words = self._words(given)
         per_message = 6_000
         while True:
             prompt = prompt_for(
@@ -234,6 +259,10 @@ class Folder:
             if self.meter.counter(prompt) <= budget or per_message <= 200:
                 return prompt
             per_message //= 2
+
+    def _words(self, given: FoldInput) -> int:
+        """The summary's length asked for, in words: about what the fold keeps verbatim."""
+        return max(150, min(1_000, int(given.window * self.policy.fold_keep_share * 0.6)))
 
     # --- outcomes ---------------------------------------------------------------
     def summary_of(

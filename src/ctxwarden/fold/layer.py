@@ -26,6 +26,7 @@ from langchain_core.messages import AnyMessage, BaseMessage
 from ctxwarden.core.layers import CallBudget, LayerEdit
 from ctxwarden.core.runtime import step_context
 from ctxwarden.fold.engine import Folder, FoldInput
+from ctxwarden.fold.in_place import SentCall
 from ctxwarden.fold.prepare import Preparer
 from ctxwarden.fold.state import FOLD_STATE_KEY, Folds, shown_folded
 
@@ -122,6 +123,11 @@ class FoldLayer:
             return self._ahead(request, budget)
         return _edit(request, self.preparer.fold(given))
 
+    def answered(self, request: ModelRequest[Any]) -> None:
+        """The call was answered as `request` was sent: a summary prepared on it may now ask the model in place."""
+        thread_id, namespace, _run = step_context()
+        self.preparer.answered((thread_id, namespace), request)
+
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         given = self._input(request, budget)
         if given is None:
@@ -149,6 +155,7 @@ def fold_input(
         fallback_model=request.model,
         instructions=instructions,
         forced=forced,
+        sent=SentCall.of(request),
     )
 
 

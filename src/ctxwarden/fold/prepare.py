@@ -48,6 +48,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from ctxwarden.core.io import Call, Steps, arun, run
@@ -63,9 +64,9 @@ from ctxwarden.fold.engine import (
     FoldPlan,
     Gathered,
     asks_model,
-    unstreamed,
 )
 from ctxwarden.fold.forecast import DRAFT_LOOKAHEAD_CALLS, LOOKAHEAD_CALLS, GrowthForecast, Key, prepare_threshold
+from ctxwarden.fold.in_place import SentCall
 from ctxwarden.fold.state import Folds, is_summary
 from ctxwarden.fold.summarize import EXTENSION_HEADING, Summary, deterministic_summary, extension, model_summary
 
@@ -87,6 +88,21 @@ class Preparation:
     drafts: Drafts
     prompt_chars: int = 0
     """Set by the background thread once it has built the prompt."""
+    summarized: int = 0
+    """How many messages from the first one folded the summary covers: those of `folded`, or for an in-place request,
+    every message of the call (a fold's extension is of the messages after them)."""
+    sent: Future[SentCall] | None = None
+    """For an in-place request: the call that started it, as sent, once it is answered (`Preparer.answered`). The
+    request is sent then, when the provider's cache holds that call."""
+
+    def drop(self, why: str) -> None:
+        """Let a preparation still waiting for its call's answer end without asking anything."""
+        if self.sent is not None and not self.sent.done():
+            self.sent.set_exception(PreparationDropped(why))
+
+
+class PreparationDropped(Exception):
+    """A preparation was dropped before its call was answered: no summary was asked for."""
 
 
 def previous_fold(folds: Folds) -> tuple[int, str] | None:
@@ -157,6 +173,9 @@ class Preparer:
         events: list[PendingEvent] = []
         with self._lock:
             current = self._prepared.get(key)
+        if current is not None and current.sent is not None and not current.sent.done():
+            events += self._discard(key, current, "the call that started it was not answered")
+            current = None
         if current is not None:
             if prepared_cut(current, given, self.folder.start(given.view, given.window)) is not None:
                 if draft:
@@ -177,14 +196,16 @@ class Preparer:
             self._prepared[key] = preparation
             self._prepared.move_to_end(key)
             while len(self._prepared) > MAX_PREPARED:
-                self._prepared.popitem(last=False)
+                self._prepared.popitem(last=False)[1].drop("too many threads prepared at once")
         payload = {"fold": plan.number, "folded_messages": len(plan.folded), "tokens": given.tokens_before}
         events.append(("fold_prepare", {**payload, "started": True}, None))
         return events
 
     def _start(self, plan: FoldPlan, given: FoldInput) -> Preparation:
         future: Future[Summary] = Future()
-        folder, policy, model = self.folder, self.folder.policy, unstreamed(plan.summarizer)
+        folder, policy = self.folder, self.folder.policy
+        in_place = folder.in_place(plan.summarizer, given, given.sent)
+        summarized = len(given.view) - folder.start(given.view, given.window) if in_place else len(plan.folded_raw)
         preparation = Preparation(
             number=plan.number,
             previous=previous_fold(given.folds),
@@ -192,15 +213,18 @@ class Preparer:
             summarizer=plan.summarizer,
             future=future,
             started=time.monotonic(),
-            drafts=Drafts(len(plan.folded_raw)),
+            drafts=Drafts(len(plan.folded_raw), summarized),
+            summarized=summarized,
+            sent=Future() if in_place else None,
         )
 
         def run() -> None:
             try:
-                prompt = folder.prompt(plan, given)  # a transcript of every folded message: built here, not on the call
-                preparation.prompt_chars = len(prompt)
+                sent = preparation.sent.result() if preparation.sent is not None else None  # the call, answered
+                model, asked = folder.request(plan, given, sent)  # built here, not on the call
+                preparation.prompt_chars = len(asked) if isinstance(asked, str) else 0
                 summary = model_summary(
-                    model, prompt, retries=policy.summarizer_retries, timeout=policy.summarizer_timeout
+                    model, asked, retries=policy.summarizer_retries, timeout=policy.summarizer_timeout
                 )
             except BaseException as exc:  # handed to the fold, which falls back
                 future.set_exception(exc)
@@ -214,10 +238,19 @@ class Preparer:
         thread.start()
         return preparation
 
+    def answered(self, key: Key, request: ModelRequest[Any]) -> None:
+        """The call of `key` made as `request` was answered: a preparation it started that waits for it sends its
+        in-place request now."""
+        with self._lock:
+            current = self._prepared.get(key)
+        if current is not None and current.sent is not None and not current.sent.done():
+            current.sent.set_result(SentCall.of(request))
+
     def _discard(self, key: Key, preparation: Preparation, why: str) -> list[PendingEvent]:
         with self._lock:
             if self._prepared.get(key) is preparation:
                 del self._prepared[key]
+        preparation.drop(why)
         events: list[PendingEvent] = [("fold_prepare", {"fold": preparation.number, "discarded": why}, None)]
         if preparation.future.done() and preparation.future.exception() is None:
             events.append(_usage(preparation, preparation.future.result(), "discarded"))
@@ -233,6 +266,8 @@ class Preparer:
             return None, None, []
         if given.instructions:  # the focus shapes the summary: it is written now, with it
             return None, None, self._discard(key, preparation, "this fold was asked for with a focus")
+        if preparation.sent is not None and not preparation.sent.done():
+            return None, None, self._discard(key, preparation, "the call that started it was not answered")
         cut = prepared_cut(preparation, given, self.folder.start(given.view, given.window))
         if cut is None:
             return None, None, self._discard(key, preparation, "the thread changed under it")
@@ -259,7 +294,7 @@ class Preparer:
         if settled is None:
             return _with(events, (yield from self.folder.folding(given)))
         plan, summary, gathered = settled
-        later = len(plan.folded) - len(preparation.folded)
+        later = max(0, len(plan.folded) - preparation.summarized)
         applied = yield from self.folder.applying(plan, given, summary, gathered)
         return _marked(applied, events, wait_ms, later, drafted=gathered is not None)
 
@@ -275,7 +310,7 @@ class Preparer:
         plan = self.folder.plan_at(given, max(cut, now or cut), prompt_wanted=False)
         draft = preparation.drafts.get(plan.folded_raw, given.window)
         if isinstance(outcome, Summary):
-            tail = draft.extension if draft is not None else extension(plan.folded_raw[len(preparation.folded) :])
+            tail = draft.extension if draft is not None else extension(plan.folded_raw[preparation.summarized :])
             summary = extended_by(outcome, tail)
         else:  # the summarizer failed: the deterministic summary, as a fold made now would fall back to
             previous = given.folds.last.summary if given.folds.last else None

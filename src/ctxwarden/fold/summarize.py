@@ -37,8 +37,7 @@ SECTIONS = (
     "Next steps",
 )
 
-PROMPT = """You are compacting the working memory of an AI agent. Write a summary that lets the agent \
-continue the task without the conversation below. Use exactly these markdown sections, in this order:
+SECTIONS_GUIDE = """Use exactly these markdown sections, in this order:
 
 ## Session intent
 What the user wants overall, in one or two sentences.
@@ -55,7 +54,14 @@ Where the work stands now.
 ## Next steps
 What the agent was about to do next.
 
-Keep it under {budget} words. Extend the previous summary rather than restarting it: keep what still holds.
+Keep it under {budget} words."""
+"""The summary's sections, asked of the summarizer by the transcript prompt and by the in-place request alike."""
+
+PROMPT = (
+    "You are compacting the working memory of an AI agent. Write a summary that lets the agent continue the task "
+    "without the conversation below. "
+    + SECTIONS_GUIDE
+    + """ Extend the previous summary rather than restarting it: keep what still holds.
 {focus}
 <previous_summary>
 {previous}
@@ -64,6 +70,10 @@ Keep it under {budget} words. Extend the previous summary rather than restarting
 <conversation>
 {conversation}
 </conversation>"""
+)
+
+FOLD_REQUEST_SOURCE = "ctxwarden_fold_request"
+"""`additional_kwargs["lc_source"]` of the message that asks a model for a fold's summary (in place or transcript)."""
 
 PATH = re.compile(
     r"(?<![\w/.-])((?:/|\./|\.\./)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}|[\w-]+\.(?:py|md|txt|json|toml|yaml|yml|cfg|ini|sql|js|ts|rs|go|c|h|cpp|java|sh))\b"
@@ -104,17 +114,21 @@ def prompt_for(
     )
 
 
-def summarizing(model: Any, prompt: str, *, retries: int, timeout: float | None = None) -> Steps[Summary]:
-    """Ask `model`, retrying `retries` times, each try bounded by `timeout` seconds; raises the last error.
+def summarizing(
+    model: Any, prompt: str | Sequence[BaseMessage], *, retries: int, timeout: float | None = None
+) -> Steps[Summary]:
+    """Ask `model` with `prompt` (a transcript prompt, or the messages of an in-place request), retrying `retries`
+    times, each try bounded by `timeout` seconds; raises the last error.
 
     The sans-I/O core of `model_summary` and `amodel_summary` (see `ctxwarden.core.io`).
     """
+    messages = [asking(prompt)] if isinstance(prompt, str) else list(prompt)
     error: Exception | None = None
     for _attempt in range(retries + 1):
         try:
             reply = yield Call(
-                lambda: _call_with_timeout(lambda: model.invoke([HumanMessage(prompt)]), timeout),
-                lambda: _await_with_timeout(lambda: model.ainvoke([HumanMessage(prompt)]), timeout),
+                lambda: _call_with_timeout(lambda: model.invoke(messages), timeout),
+                lambda: _await_with_timeout(lambda: model.ainvoke(messages), timeout),
             )
             return _from_reply(model, reply)
         except Exception as exc:  # any provider failure falls back, after the retries
@@ -123,12 +137,27 @@ def summarizing(model: Any, prompt: str, *, retries: int, timeout: float | None 
     raise error
 
 
-def model_summary(model: Any, prompt: str, *, retries: int, timeout: float | None = None) -> Summary:
+def asking(prompt: str) -> HumanMessage:
+    """The user message that asks for a summary with `prompt`, marked as a fold's request (`is_fold_request`)."""
+    return HumanMessage(prompt, additional_kwargs={"lc_source": FOLD_REQUEST_SOURCE})
+
+
+def is_fold_request(messages: Sequence[BaseMessage]) -> bool:
+    """Whether `messages` ask for a fold's summary (so a replayed or scripted model can tell them from the agent's)."""
+    last = messages[-1] if messages else None
+    return last is not None and last.additional_kwargs.get("lc_source") == FOLD_REQUEST_SOURCE
+
+
+def model_summary(
+    model: Any, prompt: str | Sequence[BaseMessage], *, retries: int, timeout: float | None = None
+) -> Summary:
     """Ask `model`, retrying `retries` times, each try bounded by `timeout` seconds; raises the last error."""
     return run(summarizing(model, prompt, retries=retries, timeout=timeout))
 
 
-async def amodel_summary(model: Any, prompt: str, *, retries: int, timeout: float | None = None) -> Summary:
+async def amodel_summary(
+    model: Any, prompt: str | Sequence[BaseMessage], *, retries: int, timeout: float | None = None
+) -> Summary:
     return await arun(summarizing(model, prompt, retries=retries, timeout=timeout))
 
 
@@ -344,12 +373,16 @@ def _plain(content: Any) -> str:
 
 __all__ = [
     "EXTENSION_HEADING",
+    "FOLD_REQUEST_SOURCE",
     "PROMPT",
     "SECTIONS",
+    "SECTIONS_GUIDE",
     "Summary",
     "amodel_summary",
+    "asking",
     "deterministic_summary",
     "extension",
+    "is_fold_request",
     "model_summary",
     "prompt_for",
     "summarizing",

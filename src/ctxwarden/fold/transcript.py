@@ -1,8 +1,9 @@
 """Turning messages into text: the flat transcript a summarizer reads, and the history file's sections.
 
-The summarizer gets one user message holding a flat transcript, never the replayed
-chat roles: given a conversation to continue, chat models continue it instead of
-summarizing it. The history file gets the folded turns in full, under a heading
+A separate summarizer model gets one user message holding a flat transcript, never the
+replayed chat roles: given a conversation to continue, chat models continue it instead of
+summarizing it (the agent's own model is asked in place instead, with an instruction that
+says so: `ctxwarden.fold.in_place`). The history file gets the folded turns in full, under a heading
 that names the fold, so a retry can tell it already wrote them.
 """
 

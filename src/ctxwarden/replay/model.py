@@ -26,7 +26,10 @@ what `_generate` returns, so a subclass that overrides `_generate` streams the s
 
 Once an agent has bound its tools, it answers only the agent's own calls (they carry the
 tools): a call from outside the loop, such as a fold asking the agent's model for a
-summary, raises `ReplayMismatchError` instead of taking the next recorded step.
+summary, raises `ReplayMismatchError` instead of taking the next recorded step. Given
+`summaries`, a model, it hands that model every fold request instead (the request in
+place, with the agent's tools, or the transcript prompt), so a replay takes the path a
+fold takes when the agent's own model summarizes.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from ctxwarden.core.gauge_note import is_note
 from ctxwarden.errors import ReplayMismatchError
+from ctxwarden.fold.summarize import is_fold_request
 from ctxwarden.replay.recording import Recording
 from ctxwarden.replay.streaming import StreamedReplies
 
@@ -65,6 +69,8 @@ class ReplayChatModel(StreamedReplies, BaseChatModel):
     model_name: str = "replay"
     reply_ids: str | None = None
     """Prefix of stable reply ids (see the module); `None`: langchain gives each reply a random one."""
+    summaries: Any = None
+    """A model that answers the fold requests this model receives (see the module); `None`: they are refused."""
 
     _position: int = PrivateAttr(default=0)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -102,8 +108,11 @@ class ReplayChatModel(StreamedReplies, BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        if self.summaries is not None and is_fold_request(messages):
+            reply = self.summaries.invoke(messages, stop=stop, **kwargs)
+            return ChatResult(generations=[ChatGeneration(message=reply)])
         steps = self.recording.steps
-        if self._bound and kwargs.get("tools") is None:
+        if (self._bound and kwargs.get("tools") is None) or is_fold_request(messages):
             raise ReplayMismatchError(
                 f"{self.recording.source}: the replayed model was called outside its agent's loop (a fold asking for "
                 "a summary, when no summarizer was given); its steps are the agent's, so none is spent here. "

@@ -26,6 +26,7 @@ from langchain_core.tools import BaseTool
 from pydantic import PrivateAttr
 
 from ctxwarden.errors import ReplayMismatchError
+from ctxwarden.fold.summarize import is_fold_request
 from ctxwarden.replay.streaming import StreamedReplies
 
 AGENT_CALL = "ctxwarden_agent_call"
@@ -55,7 +56,7 @@ class ScriptedChatModel(StreamedReplies, GenericFakeChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        if self._bound and not kwargs.pop(AGENT_CALL, False):
+        if (self._bound and not kwargs.pop(AGENT_CALL, False)) or is_fold_request(messages):
             raise ReplayMismatchError(
                 f"scripted model {self.name!r} was called outside its agent's loop (a fold asking for a summary, "
                 "when no summarizer was given); its replies are scripted for the agent, so none is spent here. "

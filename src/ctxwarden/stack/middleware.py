@@ -81,6 +81,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         self.policy = policy or DEFAULT_POLICY
         self.meter = meter or TokenMeter()
         self.layers = tuple(layers)
+        self._answered = tuple(hook for layer in self.layers if callable(hook := getattr(layer, "answered", None)))
         self.note = GaugeNote(self.policy, self.meter)  # after every layer: it reports the fill the call is sent with
         self.recorder = recorder or TraceRecorder(None)
         self.evictor = Evictor(backend, self.policy, self.meter)
@@ -174,6 +175,7 @@ class ContextWindowMiddleware(AgentMiddleware):
                 if is_context_overflow(again):
                     raise _still_too_large(first, shaped, again) from again
                 raise
+        self._answer(shaped.request)
         result, events = self._finish(response, shaped)
         if asks_for_tools(result):  # the tools run next: the usage event is written meanwhile, off the call's path
             self.recorder.record_later(events)
@@ -205,6 +207,7 @@ class ContextWindowMiddleware(AgentMiddleware):
                 if is_context_overflow(again):
                     raise _still_too_large(first, shaped, again) from again
                 raise
+        self._answer(shaped.request)
         result, events = self._finish(response, shaped)
         if asks_for_tools(result):
             self.recorder.record_later(events)
@@ -212,6 +215,11 @@ class ContextWindowMiddleware(AgentMiddleware):
             await asyncio.to_thread(self.recorder.flush)
             await self.recorder.arecord_all(events)
         return cast("ModelResponse[Any]", result)
+
+    def _answer(self, request: ModelRequest[Any]) -> None:
+        """Tell the layers that take it (`answered`) that the call they shaped was answered, as `request` was sent."""
+        for hook in self._answered:
+            hook(request)
 
     def _finish(self, response: Any, shaped: _Shaped) -> tuple[Any, list[PendingEvent]]:
         """Stamp the reply, build its usage event, and attach the layers' private state as a state update."""
