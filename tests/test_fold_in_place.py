@@ -8,7 +8,7 @@ from typing import Any, cast
 import pytest
 from deepagents.backends import FilesystemBackend
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -24,13 +24,15 @@ from ctxwarden.errors import ReplayMismatchError
 from ctxwarden.fold import SECTIONS, Folds
 from ctxwarden.fold.engine import Folder, FoldInput
 from ctxwarden.fold.in_place import SentCall
-from ctxwarden.fold.prepare import PreparationDropped, Preparer
+from ctxwarden.fold.preparation import PreparationDropped
+from ctxwarden.fold.prepare import Preparer
 from ctxwarden.fold.summarize import FOLD_REQUEST_SOURCE, asking, is_fold_request
 from ctxwarden.replay import ScriptedChatModel
 from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording
 from ctxwarden.replay.scripted import AGENT_CALL
 from ctxwarden.trace import TraceStore
+from test_fold_prepare import _thread
 
 WINDOW = 6_000
 THOUGHT = "Let me think about the parser carefully. " * 40  # ~400 tokens per step that clearing cannot touch
@@ -116,17 +118,6 @@ def test_with_summarize_in_place_off_the_model_gets_the_transcript(tmp_path: Pat
         assert tools is None
 
 
-def _thread(steps: int) -> list[BaseMessage]:
-    messages: list[BaseMessage] = [HumanMessage("Fix the parser.", id="u0")]
-    for i in range(steps):
-        call = {"name": "fetch", "args": {"page": i}, "id": f"f{i}"}
-        messages += [
-            AIMessage(THOUGHT, tool_calls=[call], id=f"a{i}"),
-            ToolMessage(f"page {i}: " + "data " * 20, tool_call_id=f"f{i}", id=f"t{i}"),
-        ]
-    return messages
-
-
 def test_a_preparation_whose_call_was_not_answered_is_dropped_without_asking(tmp_path: Path) -> None:
     model = AgentModel(messages=iter(()), profile={"max_input_tokens": WINDOW})
     preparer = Preparer(Folder(ContextPolicy(), TokenMeter(), None))
@@ -143,6 +134,8 @@ def test_a_preparation_whose_call_was_not_answered_is_dropped_without_asking(tmp
     with pytest.raises(PreparationDropped):
         preparation.future.result(timeout=10)
     assert model._requests == []
+    assert preparation.unanswered
+    assert preparer.prepared("t") is None
 
 
 def test_an_anthropic_request_marks_where_the_cache_is_read() -> None:
@@ -151,9 +144,9 @@ def test_an_anthropic_request_marks_where_the_cache_is_read() -> None:
         def _llm_type(self) -> str:
             return "anthropic-chat"
 
-    bound = SentCall(Anthropic(messages=iter(())), None, (), (fetch,)).bound()
+    bound = SentCall(Anthropic(messages=iter(())), None, (), (fetch,)).bound
     assert cast(Any, bound).kwargs["cache_control"] == {"type": "ephemeral"}
-    plain = SentCall(AgentModel(messages=iter(())), None, (), (fetch,)).bound()
+    plain = SentCall(AgentModel(messages=iter(())), None, (), (fetch,)).bound
     assert "cache_control" not in cast(Any, plain).kwargs
 
 

@@ -163,7 +163,7 @@ class Folder:
             and sent is not None
             and summarizer is sent.model
             and given.tokens_before + IN_PLACE_ALLOWANCE <= given.window
-            and sent.bound() is not None
+            and sent.bound is not None
         )
 
     def request(self, plan: FoldPlan, given: FoldInput, sent: SentCall | None) -> tuple[Any, str | list[BaseMessage]]:
@@ -171,7 +171,7 @@ class Folder:
         prompt (built here for a plan made with `prompt_wanted=False`, in the background)."""
         if sent is not None and self.in_place(plan.summarizer, given, sent):
             asked = fold_request(sent, budget_words=self._words(given), focus=given.instructions)
-            return unstreamed(sent.bound()), asked
+            return unstreamed(sent.bound), asked
         prompt = plan.prompt or self._bounded_prompt(plan.summarizer, _previous_summary(given), plan.folded, given)
         return unstreamed(plan.summarizer), prompt
 

@@ -18,6 +18,7 @@ A separate summarizer model shares no cache with the agent, so it still gets the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +41,7 @@ INSTRUCTION = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SentCall:
     """What a model call sends: the prefix an in-place summarizer request repeats, byte for byte."""
 
@@ -62,8 +63,9 @@ class SentCall:
             dict(request.model_settings),
         )
 
+    @functools.cached_property
     def bound(self) -> Any | None:
-        """The model bound as the agent binds it for this call (`None`: it cannot take the call's tools)."""
+        """The model bound as the agent binds it for this call (`None`: it cannot take the call's tools); bound once."""
         settings = dict(self.settings)
         if getattr(self.model, "_llm_type", None) == ANTHROPIC and "cache_control" not in settings:
             settings["cache_control"] = {"type": "ephemeral"}  # Anthropic reads its cache at a marked point only

@@ -45,11 +45,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
 from langchain.agents.middleware.types import ModelRequest
-from langchain_core.messages import AIMessage, HumanMessage
 
 from ctxwarden.core.io import Call, Steps, arun, run
 from ctxwarden.core.layers import CallBudget, PendingEvent
@@ -67,65 +65,15 @@ from ctxwarden.fold.engine import (
 )
 from ctxwarden.fold.forecast import DRAFT_LOOKAHEAD_CALLS, LOOKAHEAD_CALLS, GrowthForecast, Key, prepare_threshold
 from ctxwarden.fold.in_place import SentCall
-from ctxwarden.fold.state import Folds, is_summary
+from ctxwarden.fold.preparation import Preparation, prepared_cut, previous_fold
 from ctxwarden.fold.summarize import EXTENSION_HEADING, Summary, deterministic_summary, extension, model_summary
+
+ANSWER_WAIT = 600.0
+"""Seconds an in-place preparation waits for the call that started it to be answered; past it, the call counts as
+failed and the preparation is dropped (the fold, if it comes, asks then)."""
 
 MAX_PREPARED = 256
 """Threads (and subagent namespaces) with a preparation kept at once; the oldest is dropped past it."""
-
-
-@dataclass(slots=True)
-class Preparation:
-    """A summary being written (or written) for the fold of exactly `folded`, after the fold `previous`."""
-
-    number: int
-    previous: tuple[int, str] | None
-    folded: tuple[tuple[str | None, str], ...]
-    """`(id, fingerprint)` of every message it covers, as the thread holds them."""
-    summarizer: Any
-    future: Future[Summary]
-    started: float
-    drafts: Drafts
-    prompt_chars: int = 0
-    """Set by the background thread once it has built the prompt."""
-    summarized: int = 0
-    """How many messages from the first one folded the summary covers: those of `folded`, or for an in-place request,
-    every message of the call (a fold's extension is of the messages after them)."""
-    sent: Future[SentCall] | None = None
-    """For an in-place request: the call that started it, as sent, once it is answered (`Preparer.answered`). The
-    request is sent then, when the provider's cache holds that call."""
-
-    def drop(self, why: str) -> None:
-        """Let a preparation still waiting for its call's answer end without asking anything."""
-        if self.sent is not None and not self.sent.done():
-            self.sent.set_exception(PreparationDropped(why))
-
-
-class PreparationDropped(Exception):
-    """A preparation was dropped before its call was answered: no summary was asked for."""
-
-
-def previous_fold(folds: Folds) -> tuple[int, str] | None:
-    last = folds.last
-    return (last.number, last.upto) if last is not None else None
-
-
-def prepared_cut(preparation: Preparation, given: FoldInput, start: int) -> int | None:
-    """Where `preparation` cuts `given.view` (whose first foldable message is `start`), or `None` when it is stale
-    (the thread is not what it summarized)."""
-    if preparation.previous != previous_fold(given.folds):
-        return None
-    view = given.view
-    cut = start + len(preparation.folded)
-    if cut >= len(view) or not isinstance(view[cut], AIMessage | HumanMessage) or is_summary(view[cut]):
-        return None
-    if [m.id for m in view[start:cut]] != [i for i, _ in preparation.folded]:
-        return None
-    raw = {m.id: m for m in given.thread}
-    for (message_id, digest), shown in zip(preparation.folded, view[start:cut], strict=True):
-        if fingerprint(raw.get(message_id, shown)) != digest:
-            return None
-    return cut
 
 
 class Preparer:
@@ -173,7 +121,7 @@ class Preparer:
         events: list[PendingEvent] = []
         with self._lock:
             current = self._prepared.get(key)
-        if current is not None and current.sent is not None and not current.sent.done():
+        if current is not None and current.unanswered:
             events += self._discard(key, current, "the call that started it was not answered")
             current = None
         if current is not None:
@@ -220,7 +168,13 @@ class Preparer:
 
         def run() -> None:
             try:
-                sent = preparation.sent.result() if preparation.sent is not None else None  # the call, answered
+                sent = None
+                if preparation.sent is not None:  # the call, once answered
+                    try:
+                        sent = preparation.sent.result(timeout=ANSWER_WAIT)
+                    except TimeoutError:
+                        preparation.drop(f"its call was not answered within {ANSWER_WAIT:g} s")
+                        raise
                 model, asked = folder.request(plan, given, sent)  # built here, not on the call
                 preparation.prompt_chars = len(asked) if isinstance(asked, str) else 0
                 summary = model_summary(
@@ -266,7 +220,7 @@ class Preparer:
             return None, None, []
         if given.instructions:  # the focus shapes the summary: it is written now, with it
             return None, None, self._discard(key, preparation, "this fold was asked for with a focus")
-        if preparation.sent is not None and not preparation.sent.done():
+        if preparation.unanswered:
             return None, None, self._discard(key, preparation, "the call that started it was not answered")
         cut = prepared_cut(preparation, given, self.folder.start(given.view, given.window))
         if cut is None:
