@@ -6,10 +6,10 @@ own bookkeeping:
 
 - input tokens: messages (role, content, tool-call names and arguments) plus tool schemas;
 - cache-aware cost: the prefix a call shares with the previous one at 0.1, the rest at
-  1.0; and each summarizer request likewise, by the longest prefix it shares with one of
-  the `SUMMARIZER_LOOKBACK` calls made before it (a provider keeps each call's prefix
-  cached for minutes), so a request that begins with a call's tools, system prompt and
-  messages is billed mostly at 0.1, and a transcript prompt at 1.0;
+  1.0; and each summarizer request likewise, by the longest prefix it shares with a call
+  made before it (the one it continues, whose answer it waited for), so a request that
+  begins with a call's tools, system prompt and messages is billed mostly at 0.1, and a
+  transcript prompt at 1.0;
 - visible share: per call, the share of the raw conversation so far (as recorded, with
   full outputs) that the call receives verbatim;
 - recoverability: the share of original tool-output and tool-argument bytes that are in
@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,9 +33,6 @@ from ctxwarden.clip.placeholders import RECALL_REFERENCE
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.text import encode, text_of
 from ctxwarden.replay.recording import Recording
-
-SUMMARIZER_LOOKBACK = 4
-"""The calls before a summarizer request whose cached prefixes it may read (see the module)."""
 
 PATH = re.compile(r"/(?:large_tool_results|conversation_history)/[\w./-]+")
 
@@ -100,29 +97,34 @@ def figures(run: Replayed, meter: TokenMeter) -> RunFigures:
 
 
 def _summarizer_bill(run: Replayed, meter: TokenMeter) -> tuple[int, float]:
-    """The summarizer's input tokens and their cost: per request, its prefix shared with one of the calls just
-    before it at 0.1, the rest at 1.0."""
+    """The summarizer's input tokens and their cost: per request, the longest prefix it shares with a call made before
+    it at 0.1, the rest at 1.0."""
     tokens, cost = 0, 0.0
+    keys_of: dict[int, str] = {}  # by message object: the calls share most of theirs
+
+    def key(message: BaseMessage) -> str:
+        found = keys_of.get(id(message))
+        if found is None:
+            found = keys_of[id(message)] = _key(message)
+        return found
+
     for asked in run.asked:
-        keys = [_tools_key(asked.tools), *(_key(m) for m in asked.messages)]
         sizes = [_schema_tokens(asked.tools, meter), *(meter.message_tokens(m) for m in asked.messages)]
-        made = int(asked.after_calls) if asked.after_calls is not None else len(run.calls)
-        shared = max(
-            (_shared(call, keys, sizes) for call in run.calls[max(0, made - SUMMARIZER_LOOKBACK) : made]), default=0
-        )
+        keys = [_tools_key(asked.tools), *(key(m) for m in asked.messages)]
+        made = len(run.calls) if asked.after_calls is None else int(asked.after_calls)
+        shared = max((_shared(call, keys, sizes, key) for call in run.calls[:made]), default=0)
         tokens += sum(sizes)
         cost += 0.1 * shared + (sum(sizes) - shared)
     return tokens, cost
 
 
-def _shared(call: SeenCall, keys: Sequence[str], sizes: Sequence[int]) -> int:
+def _shared(call: SeenCall, keys: Sequence[str], sizes: Sequence[int], key: Callable[[BaseMessage], str]) -> int:
     """Tokens of the prefix of `keys` (sized `sizes`) that `call` began with."""
-    shared = 0
-    for index, (key, size) in enumerate(zip(keys, sizes, strict=True)):
-        if index > len(call.messages):
-            break
-        theirs = _tools_key(call.tools) if index == 0 else _key(call.messages[index - 1])
-        if theirs != key:
+    if not keys or _tools_key(call.tools) != keys[0]:
+        return 0
+    shared = sizes[0]
+    for message, theirs, size in zip(call.messages, keys[1:], sizes[1:], strict=False):
+        if key(message) != theirs:
             break
         shared += size
     return shared
