@@ -8,6 +8,7 @@ from typing import Any, cast
 import pytest
 from deepagents.backends import FilesystemBackend
 from langchain.agents import create_agent
+from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
@@ -136,6 +137,9 @@ def test_a_preparation_whose_call_was_not_answered_is_dropped_without_asking(tmp
     assert model._requests == []
     assert preparation.unanswered
     assert preparer.prepared("t") is None
+    # the call's answer comes after all (another thread dropped it first): ignored, and the call goes on
+    preparation.answer(ModelRequest(model=model, messages=list(messages), tools=[fetch]))
+    assert preparation.unanswered
 
 
 def test_an_anthropic_request_marks_where_the_cache_is_read() -> None:

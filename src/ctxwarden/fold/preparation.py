@@ -8,10 +8,12 @@ it is never applied (`ctxwarden.fold.prepare` discards it and prepares again).
 
 from __future__ import annotations
 
-from concurrent.futures import Future
+import contextlib
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any
 
+from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from ctxwarden.fold.draft import Drafts, fingerprint
@@ -45,7 +47,14 @@ class Preparation:
     def drop(self, why: str) -> None:
         """Let a preparation still waiting for its call's answer end without asking anything."""
         if self.sent is not None and not self.sent.done():
-            self.sent.set_exception(PreparationDropped(why))
+            with contextlib.suppress(InvalidStateError):  # answered meanwhile, from the call's thread
+                self.sent.set_exception(PreparationDropped(why))
+
+    def answer(self, request: ModelRequest[Any]) -> None:
+        """Hand a preparation waiting for its call's answer the call as it was sent (once; a dropped one stays so)."""
+        if self.sent is not None and not self.sent.done():
+            with contextlib.suppress(InvalidStateError):  # dropped meanwhile, from another thread
+                self.sent.set_result(SentCall.of(request))
 
     @property
     def unanswered(self) -> bool:

@@ -64,7 +64,6 @@ from ctxwarden.fold.engine import (
     asks_model,
 )
 from ctxwarden.fold.forecast import DRAFT_LOOKAHEAD_CALLS, LOOKAHEAD_CALLS, GrowthForecast, Key, prepare_threshold
-from ctxwarden.fold.in_place import SentCall
 from ctxwarden.fold.preparation import Preparation, prepared_cut, previous_fold
 from ctxwarden.fold.summarize import EXTENSION_HEADING, Summary, deterministic_summary, extension, model_summary
 
@@ -197,8 +196,8 @@ class Preparer:
         in-place request now."""
         with self._lock:
             current = self._prepared.get(key)
-        if current is not None and current.sent is not None and not current.sent.done():
-            current.sent.set_result(SentCall.of(request))
+        if current is not None:
+            current.answer(request)
 
     def _discard(self, key: Key, preparation: Preparation, why: str) -> list[PendingEvent]:
         with self._lock:
