@@ -35,11 +35,10 @@ class Preparation:
     future: Future[Summary]
     started: float
     drafts: Drafts
+    """The drafts of its fold's work; `drafts.summarized` is how many messages from the first one folded the summary
+    covers: those of `folded`, or for an in-place request every message of the call."""
     prompt_chars: int = 0
     """Set by the background thread once it has built the prompt."""
-    summarized: int = 0
-    """How many messages from the first one folded the summary covers: those of `folded`, or for an in-place request,
-    every message of the call (a fold's extension is of the messages after them)."""
     sent: Future[SentCall] | None = None
     """For an in-place request: the call that started it, as sent, once it is answered (`Preparer.answered`). The
     request is sent then, when the provider's cache holds that call."""

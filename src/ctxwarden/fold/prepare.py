@@ -161,7 +161,6 @@ class Preparer:
             future=future,
             started=time.monotonic(),
             drafts=Drafts(len(plan.folded_raw), summarized),
-            summarized=summarized,
             sent=Future() if in_place else None,
         )
 
@@ -247,7 +246,7 @@ class Preparer:
         if settled is None:
             return _with(events, (yield from self.folder.folding(given)))
         plan, summary, gathered = settled
-        later = max(0, len(plan.folded) - preparation.summarized)
+        later = max(0, len(plan.folded) - preparation.drafts.summarized)
         applied = yield from self.folder.applying(plan, given, summary, gathered)
         return _marked(applied, events, wait_ms, later, drafted=gathered is not None)
 
@@ -263,7 +262,7 @@ class Preparer:
         plan = self.folder.plan_at(given, max(cut, now or cut), prompt_wanted=False)
         draft = preparation.drafts.get(plan.folded_raw, given.window)
         if isinstance(outcome, Summary):
-            tail = draft.extension if draft is not None else extension(plan.folded_raw[preparation.summarized :])
+            tail = draft.extension if draft is not None else extension(plan.folded_raw[preparation.drafts.summarized :])
             summary = extended_by(outcome, tail)
         else:  # the summarizer failed: the deterministic summary, as a fold made now would fall back to
             previous = given.folds.last.summary if given.folds.last else None
