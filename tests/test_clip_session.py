@@ -23,9 +23,10 @@ WINDOW = 32_000
 
 
 def _recall_all(tool: object, call_id: str, part: str, messages: list) -> str:
-    text = ""
+    text, number = "", 0
     while True:
-        page = tool.invoke({"call_id": call_id, "part": part, "state": {"messages": messages}, "offset": len(text)})
+        number += 1
+        page = tool.invoke({"call_id": call_id, "part": part, "state": {"messages": messages}, "page": number})
         body, sep, note = page.rpartition("\n[ctxwarden: characters ")
         text += body if sep else page
         if not sep or "for the rest" not in note:

@@ -100,7 +100,7 @@ def test_a_backend_given_to_deepagents_is_the_one_ctxwarden_uses(tmp_path: Path)
 
 def test_an_agent_without_file_tools_evicts_under_the_state_dir(tmp_path: Path) -> None:
     build = _call("build_log", {"target": "lib"}, "c1", BUILD_MESSAGE)
-    script = [build, _call("recall", {"call_id": "c1", "offset": 10}, "c2"), "ok"]
+    script = [build, _call("recall", {"call_id": "c1", "page": 1}, "c2"), "ok"]
     agent = create_agent(
         scripted_model(script, window=200_000),
         [build_log],

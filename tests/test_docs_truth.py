@@ -144,3 +144,17 @@ def test_what_the_session_page_says_a_switch_does_is_what_the_run_records(tmp_pa
     assert ("clears" in said) == ("context_clear" in stamp["events"])
     folds_always = "folds" in said and "when clearing alone cannot" not in said
     assert folds_always == ("context_compaction" in stamp["events"])
+
+
+def test_the_tools_every_call_carries_cost_what_the_docs_say() -> None:
+    """Every model call pays for `recall`'s and `compact_conversation`'s schemas: they stay small, as documented."""
+    from ctxwarden.clip.recall import make_recall_tool
+    from ctxwarden.core.meter import TokenMeter
+    from ctxwarden.fold.tool import make_compact_tool
+
+    meter = TokenMeter()
+    recall, compact = meter.tools_tokens([make_recall_tool(None)]), meter.tools_tokens([make_compact_tool()])
+    page = (ROOT / "docs" / "agent-handle.md").read_text(encoding="utf-8")
+    assert f"description, {recall} tokens; `compact_conversation`'s is {compact}" in page
+    assert f"they add {recall + compact} tokens to each" in page
+    assert recall + compact <= 260  # they were 311 tokens with an offset argument and longer descriptions

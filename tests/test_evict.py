@@ -107,9 +107,10 @@ def test_parallel_calls_undecodable_text_and_content_blocks_are_kept_exactly(sta
     expected = {"p1": LOG, "p2": LOG + "\nundecodable byte: \udcff end", "p3": LOG + "\nsecond block"}
     for call_id, original in expected.items():
         assert results[call_id].response_metadata[METADATA_KEY]["evicted"], call_id
-        text = ""
+        text, number = "", 0
         while True:  # page through recall until the end
-            page = recall.invoke({"call_id": call_id, "state": state, "offset": len(text), "limit": 10_000})
+            number += 1
+            page = recall.invoke({"call_id": call_id, "state": state, "page": number, "limit": 10_000})
             body, sep, note = page.rpartition("\n[ctxwarden: characters ")
             text += body if sep else page
             if not sep or "for the rest" not in note:

@@ -21,7 +21,7 @@ from spies import note_calls
 from views import Views
 
 WINDOW = 6_000
-THOUGHT = "Let me think about the parser carefully. " * 40  # ~400 tokens of assistant text: clearing cannot touch it
+THOUGHT = "Let me think about the parser carefully. " * 41  # ~400 tokens of assistant text: clearing cannot touch it
 POLICY = ContextPolicy(window=WINDOW, summarize_at=0.95)  # folds only past critical: the gauge goes ok, warn, critical
 
 

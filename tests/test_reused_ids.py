@@ -50,12 +50,13 @@ def _check(state_dir: Path, agent: Any, messages: list) -> None:
     for message, original in ((first, FIRST), (second, SECOND)):
         (reference,) = re.findall(r'recall\(call_id="([^"]+)"\)', str(message.content))
         assert reference.startswith("call_0#")
-        text = ""
+        text, number = "", 0
         while True:  # page through to the end
-            page = recall.invoke({"call_id": reference, "state": state, "offset": len(text), "limit": 50_000})
+            number += 1
+            page = recall.invoke({"call_id": reference, "state": state, "page": number, "limit": 50_000})
             body, _, note = page.rpartition("\n[ctxwarden: characters ")
             text += body if note else page
-            if not note or "call again" not in note:
+            if not note or "for the rest" not in note:
                 break
         assert text == original
 

@@ -3,8 +3,8 @@
 Every placeholder names a call id; `recall(call_id)` returns that call's original
 result — read from the checkpointed thread, or, for a result evicted at arrival,
 from its file, byte for byte — and `recall(call_id, part="args")` returns the call's
-original arguments. Output is paged (`offset`, `limit`) so a recall never floods the
-window it is meant to spare.
+original arguments. Output is paged (`page`, `limit`) so a recall never floods the
+window it is meant to spare; `page` pages a search's hits the same way, one argument for both.
 
 `recall(query=...)` searches instead: every line of everything this conversation held
 that matches, with what became of it (see `ctxwarden.clip.search`). What it searches is
@@ -40,10 +40,10 @@ DEFAULT_LIMIT = 8_000
 MAX_LIMIT = 50_000
 
 DESCRIPTION = (
-    "Get back what was cleared, evicted or folded from your context: recall(call_id=...) returns a call's original "
-    "result (part='args': its arguments; offset pages on); recall(query=...) searches all of it for text "
-    "(regex=True: a regular expression; page: more hits)."
+    "Get back what left your context. recall(call_id=...): a call's original result (part='args': its arguments). "
+    "recall(query=...): search all of it (regex=True: a regular expression). page=2, 3, ...: the next page."
 )
+"""Every call carries this schema, so it is kept short: each token of it is paid on every model call."""
 
 Scope = Callable[[Mapping[str, Any]], Sequence[Source]]
 """What `recall(query=...)` searches, from the running thread's state."""
@@ -154,15 +154,18 @@ def original_args(messages: list[BaseMessage], reference: str) -> str | None:
     return json.dumps(found[-1].get("args", {}), ensure_ascii=False, indent=1) if found else None
 
 
-def page(text: str, offset: int, limit: int) -> str:
-    """`text[offset:offset + limit]`, with a note saying where the rest is."""
-    offset = max(0, offset)
+def page(text: str, number: int, limit: int) -> str:
+    """Page `number` (from 1) of `text` in pages of `limit` characters, with a note saying where the rest is."""
     limit = max(1, min(limit, MAX_LIMIT))
+    number = max(1, number)
+    offset = (number - 1) * limit
     chunk = text[offset : offset + limit]
     end = offset + len(chunk)
-    if offset == 0 and end >= len(text):
+    if number == 1 and end >= len(text):
         return chunk
-    more = f"; call again with offset={end} for the rest" if end < len(text) else ""
+    if not chunk:
+        return f"[ctxwarden: page {number} is empty: {len(text):,} characters make {-(-len(text) // limit)} page(s).]"
+    more = f"; page={number + 1} for the rest" if end < len(text) else ""
     return f"{chunk}\n[ctxwarden: characters {offset:,}-{end:,} of {len(text):,}{more}]"
 
 
@@ -187,7 +190,6 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
         regex: bool = False,
         page: int = 1,
         part: Literal["result", "args"] = "result",
-        offset: int = 0,
         limit: int = DEFAULT_LIMIT,
     ) -> str:
         if not call_id:
@@ -199,9 +201,9 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
             text = original_args(messages, call_id)
             if text is None:
                 return f"[ctxwarden: this thread has no tool call with call id {call_id!r}; check the placeholder.]"
-            return page_of(text, offset, limit)
+            return page_of(text, page, limit)
         found, why = lookup_result(messages, call_id, backend)
-        return page_of(found, offset, limit) if found is not None else str(why)
+        return page_of(found, page, limit) if found is not None else str(why)
 
     return StructuredTool.from_function(func=recall, name=RECALL_TOOL, description=DESCRIPTION)
 

@@ -14,6 +14,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from langgraph.prebuilt import InjectedState
 from langgraph.types import Command
+from pydantic import BeforeValidator
 
 from ctxwarden.fold.state import FOLD_STATE_KEY, Folds
 
@@ -30,10 +31,10 @@ def make_compact_tool() -> BaseTool:
     def compact_conversation(
         state: Annotated[dict[str, Any], InjectedState],
         tool_call_id: Annotated[str, InjectedToolCallId],
-        focus: str | None = None,
+        focus: Annotated[str, BeforeValidator(lambda value: value or "")] = "",
     ) -> Command[Any]:
         folds = Folds.from_state(state)
-        asked = Folds(folds.records, folds.hold_until, {"instructions": focus})
+        asked = Folds(folds.records, folds.hold_until, {"instructions": focus or None})
         return Command(
             update={
                 FOLD_STATE_KEY: asked.to_state(),
@@ -45,9 +46,8 @@ def make_compact_tool() -> BaseTool:
         func=compact_conversation,
         name=COMPACT_TOOL,
         description=(
-            "Fold the older part of this conversation into a structured summary to free context, keeping the "
-            "latest step verbatim. Use it between subtasks or when the context is getting long. `focus` says what "
-            "the summary should keep in detail."
+            "Fold the older turns into a summary to free context; the latest step stays verbatim. "
+            "focus: what to keep in detail."
         ),
     )
 
