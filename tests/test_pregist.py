@@ -19,6 +19,7 @@ from ctxwarden.clip.index import ThreadIndex
 from ctxwarden.clip.mask import upcoming
 from ctxwarden.clip.pregist import Pregists
 from ctxwarden.core.foreground import FOREGROUND
+from ctxwarden.core.text import text_of
 from ctxwarden.replay import scripted_model
 from views import Views
 
@@ -227,3 +228,31 @@ def test_the_stack_marks_its_calls_as_foreground() -> None:
     agent.invoke({"messages": [HumanMessage("hi")]})
     assert seen == [True, False]
     assert not FOREGROUND.busy
+
+
+def test_a_newer_hand_over_replaces_the_list_being_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first advance after a resume makes its own gists while the background is still indexing the thread:
+    the list handed over before it must not be made again once the call has handed over the next one."""
+    made = _recording_gists(monkeypatch)
+    messages: list[Any] = [HumanMessage("go", id="h")]
+    for i in range(4):
+        messages.append(AIMessage("", id=f"a{i}", tool_calls=[{"name": "listing", "args": {"page": i}, "id": f"l{i}"}]))
+        messages.append(ToolMessage(listing.invoke({"page": i}), tool_call_id=f"l{i}", id=f"t{i}"))
+    meter = TokenMeter()
+    ledger = clear.ThreadLedgers(1).here()
+    pregists = Pregists()
+    jobs = [(m, 100, meter.message_tokens(m)) for m in messages if isinstance(m, ToolMessage)]
+    newer = [jobs[0], jobs[3]]  # the first one is being made; the middle two were hidden, made on the call
+    handed: list[bool] = []
+
+    def counter(line: str) -> int:  # runs while the first gist is being made: a call hands over meanwhile
+        if not handed:
+            handed.append(True)
+            pregists.hand_over(ledger, messages, newer, counter, meter.count_apart)
+        return meter.counter(line)
+
+    pregists.hand_over(ledger, messages, jobs[:3], counter, meter.count_apart)
+    assert pregists.wait(timeout=60)
+    first_lines = [text_of(job[0]).splitlines()[0] for job in jobs]
+    assert [line for _name, line in made] == [first_lines[0], first_lines[3]]  # each once, none of the stale ones
+    assert pregists.standing(jobs[3][0], 100, jobs[3][2], messages) is not None

@@ -167,8 +167,7 @@ class Pregists:
             if isinstance(message, ToolMessage):
                 tokens = index.meter.message_tokens(message)
                 budget = gist_budget(index.policy, window, tokens)
-                hit = self._made.get(message)
-                if budget > 0 and (hit is None or hit.budget != budget or hit.tokens != tokens):
+                if budget > 0 and not self._is_made(message, budget, tokens):
                     jobs.append((message, budget, tokens))
         return jobs
 
@@ -182,7 +181,8 @@ class Pregists:
     ) -> None:
         """Have the gists of `jobs` made in the background, their lines counted by `counter` and their placeholders by
         `measure`. Only the latest hand-over is kept: each call's jobs hold every one of the call before that was not
-        made yet."""
+        made yet. The list being made gives way to it between two gists: what it still held is either in the newer
+        list or hidden since, made on the call (as the first advance after a resume makes its own)."""
         if not jobs:
             return
         with self._wake:
@@ -228,9 +228,14 @@ class Pregists:
     ) -> None:
         for message, budget, tokens in jobs:
             FOREGROUND.wait_idle(FOREGROUND_WAIT)
-            text = text_of(message)
             if ledger.size < len(thread):  # a call may have brought it further already: never back
-                ledger.sync(thread)
+                ledger.sync(thread)  # a whole thread's on a resume: calls may have started meanwhile
+                FOREGROUND.wait_idle(FOREGROUND_WAIT)
+            if self._pending is not None:  # a newer hand-over holds every job of this one still needed: on to it
+                return
+            if self._is_made(message, budget, tokens):  # made before this hand-over was taken
+                continue
+            text = text_of(message)
             with ledger.lock:
                 position = ledger.position(message)
                 if position is None:
@@ -240,6 +245,10 @@ class Pregists:
             made = gist(text, budget, counter, _seen_in(counts))
             placeholder = result_placeholder(message, tokens, made)
             self._made.put(message, MadeAhead(budget, tokens, position, made, placeholder, measure(placeholder)))
+
+    def _is_made(self, message: BaseMessage, budget: int, tokens: int) -> bool:
+        hit = self._made.get(message)
+        return hit is not None and hit.budget == budget and hit.tokens == tokens
 
 
 def _seen_in(counts: dict[str, int]) -> Seen:
