@@ -18,8 +18,8 @@ from pydantic import PrivateAttr
 from ctxwarden import ContextPolicy, TokenMeter, context_middleware
 from ctxwarden.clip import CLIP_STATE_KEY, Boundary, ClearLayer, make_recall_tool
 from ctxwarden.clip.clear import NO_MASK
-from ctxwarden.clip.gist import GAP
 from ctxwarden.core.counters import default_counter
+from ctxwarden.core.gist import GAP
 from ctxwarden.replay import Recording, ReplayChatModel, replay_tools, scripted_model
 from ctxwarden.replay.driver import replay_into
 from ctxwarden.trace import TraceStore

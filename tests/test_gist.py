@@ -20,10 +20,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from ctxwarden import ContextPolicy, TokenMeter, context_middleware
 from ctxwarden.clip import clear as clear_module
 from ctxwarden.clip.clear import NO_MASK, Boundary, ClearLayer
-from ctxwarden.clip.gist import ERROR, FAILING_TEST, GAP, SUMMARY, TRACEBACK_START, TokenLedger, gist, may_signal
+from ctxwarden.clip.ledger import TokenLedger
 from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.clip.preview import preview
+from ctxwarden.core.gist import ERROR, FAILING_TEST, GAP, SUMMARY, TRACEBACK_START, gist, may_signal
 from ctxwarden.core.text import FAILURE, TOKEN, TOKEN_DEFINITION, message_text
 from ctxwarden.demo.run import default_trajectory
 from ctxwarden.replay import scripted_model
@@ -414,7 +415,7 @@ def test_a_gist_chooses_the_same_lines_in_every_process() -> None:
     makes differ from process to process, two workers (or a bench run and its rerun) quoted different lines."""
     script = (
         "import json, sys\n"
-        "from ctxwarden.clip.gist import gist\n"
+        "from ctxwarden.core.gist import gist\n"
         "print(gist('\\n'.join(json.load(sys.stdin)), 130, lambda line: len(line) // 4 + 1).chosen)\n"
     )
     listing = json.dumps(LISTING)

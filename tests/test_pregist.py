@@ -14,8 +14,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden import ContextPolicy, TokenMeter, context_middleware
 from ctxwarden.clip import clear, pregist
-from ctxwarden.clip.gist import TokenLedger
 from ctxwarden.clip.index import ThreadIndex
+from ctxwarden.clip.ledger import TokenLedger
 from ctxwarden.clip.mask import upcoming
 from ctxwarden.clip.pregist import Pregists
 from ctxwarden.core.foreground import FOREGROUND

@@ -15,8 +15,8 @@ from typing import Annotated, Any, NotRequired
 from langchain.agents.middleware.types import AgentState, PrivateStateAttr
 from langchain_core.messages import AIMessage, BaseMessage
 
-from ctxwarden.clip.gist import Gist
 from ctxwarden.clip.index import ThreadIndex
+from ctxwarden.core.gist import Gist
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.stamp import content_signature
 

@@ -29,12 +29,13 @@ from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
 from ctxwarden.clip.boundary import CLIP_STATE_KEY, Boundary, ClipState, boundary_of, placeholder_key, remembered
-from ctxwarden.clip.gist import Gist, ThreadLedgers, TokenLedger, gist, gist_of_lines, never_seen
 from ctxwarden.clip.index import MAX_THREADS, ThreadIndex
+from ctxwarden.clip.ledger import ThreadLedgers, TokenLedger
 from ctxwarden.clip.mask import NO_MASK, Mask, advance_pays, due_turns, last_masked, mask_of, masked_turns
 from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
-from ctxwarden.clip.pregist import MadeAhead, Pregists, gist_budget, prepare_at, prepare_stage
+from ctxwarden.clip.pregist import MadeAhead, Pregists, prepare_at, prepare_stage
+from ctxwarden.core.gist import Gist, gist, gist_budget, gist_of_lines, never_seen
 from ctxwarden.core.layers import CallBudget, LayerEdit, PendingEvent
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy

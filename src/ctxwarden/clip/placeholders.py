@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from ctxwarden.clip.gist import MAX_LINE_CHARS, Gist, render
+from ctxwarden.core.gist import MAX_LINE_CHARS, Gist, render
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.writes import lines_writes
 

@@ -14,7 +14,7 @@ a call is halfway there they are handed over too, and again near the end of the 
 (`PREPARE_STAGES`: results that arrived since, or whose details showed again, may come
 first by then). Each gist's placeholder is rendered and counted there too, so the call
 that hides the result neither renders nor tokenizes it. One not ready in time is made on
-the call, as before: the same bytes either way (`clip.gist` is deterministic, and so is the
+the call, as before: the same bytes either way (`core.gist` is deterministic, and so is the
 placeholder). One thread serves a layer's calls; it ends after `LINGER` seconds without
 work, and it waits while a call is being shaped (`core.foreground`), one gist at a time.
 
@@ -37,12 +37,13 @@ from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from ctxwarden.clip.gist import Gist, Seen, TokenLedger, gist
 from ctxwarden.clip.index import ThreadIndex
+from ctxwarden.clip.ledger import TokenLedger
 from ctxwarden.clip.mask import upcoming
 from ctxwarden.clip.placeholders import result_placeholder
 from ctxwarden.core.caches import ObjectCache
 from ctxwarden.core.foreground import FOREGROUND
+from ctxwarden.core.gist import Gist, Seen, gist, gist_budget
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.text import TOKEN, text_of
 
@@ -87,15 +88,6 @@ class MadeAhead:
     gist: Gist
     placeholder: ToolMessage
     placeholder_tokens: int
-
-
-def gist_budget(policy: ContextPolicy, window: int | None, tokens: int) -> int:
-    """Tokens of verbatim lines a result of `tokens` keeps when hidden, on a model of `window` tokens."""
-    budget = min(policy.gist_max_tokens, int(tokens * policy.gist_share))
-    window = window or policy.window
-    if policy.gist_window_share is not None and window:
-        budget = min(budget, int(window * policy.gist_window_share))
-    return budget
 
 
 class Pregists:
@@ -272,7 +264,6 @@ __all__ = [
     "MadeAhead",
     "Measure",
     "Pregists",
-    "gist_budget",
     "prepare_at",
     "prepare_stage",
 ]

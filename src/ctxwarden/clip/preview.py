@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ctxwarden.clip.gist import ERROR, FAILING_TEST, GREP_LINE, SUMMARY, TRACEBACK_START, choose_lines, never_seen
+from ctxwarden.core.gist import ERROR, FAILING_TEST, GREP_LINE, SUMMARY, TRACEBACK_START, choose_lines, never_seen
 from ctxwarden.core.text import FAILURE
 
 MAX_LINE_CHARS = 1_000
