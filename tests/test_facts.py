@@ -153,7 +153,7 @@ def test_the_last_outputs_folded_give_the_lines_with_the_most_names_not_yet_writ
     # an output folded long before the last ones gives only the lines the agent went on to use (none here)
     assert not any("early_handler_" in line for line in facts.used)
     text = render(facts, max_chars=10_000)
-    assert "### Output lines the agent used or read last" in text
+    assert "### Output lines the agent used or may need" in text
     assert "    def resolve_symlink_chain(entry_point, max_depth_limit):" in text.splitlines()
 
 
@@ -189,3 +189,42 @@ def test_the_facts_section_survives_two_folds(tmp_path: Path) -> None:
     assert "/src/resolver.py" in last  # the file written before the first fold
     assert ERROR in last.splitlines()  # the failing command's error line, whole
     assert records[-1]["facts"]["files"] == ["/src/resolver.py"]
+
+
+def test_a_fold_keeps_each_folded_outputs_gist_as_clearing_would(tmp_path: Path) -> None:
+    """A cleared result still shows its telling lines; a fold must not take them away: each folded output gives the
+    facts the lines clearing would keep of it, whole and verbatim, though the agent never wrote their names."""
+    telling = "src/pkg/alias_table.py:412: ALIAS_RESOLUTION_LIMIT = resolve_depth_ceiling(64)"
+    error = "ValueError: alias chain 'legacy_shim' exceeds ALIAS_RESOLUTION_LIMIT"
+
+    @tool
+    def shell(command: str) -> str:
+        """Run a shell command."""
+        if command == "grep -rn ALIAS src":
+            return "\n".join([*(f"src/pkg/mod_{i}.py:{i}: pass" for i in range(15)), telling])
+        if command == "python check.py":
+            return "\n".join(["checking aliases", *("ok" for _ in range(30)), error])
+        return f"$ {command}\n" + "filler line of output for the window\n" * 40
+
+    def step(command: str, call_id: str) -> AIMessage:
+        return AIMessage("Next.", tool_calls=[{"name": "shell", "args": {"command": command}, "id": call_id}])
+
+    replies = [
+        step("grep -rn ALIAS src", "g"),
+        step("python check.py", "c"),
+        *(step(f"echo step {i}", f"s{i}") for i in range(30)),
+        AIMessage("done"),
+    ]
+    policy = ContextPolicy(window=3_000, fold_keep_share=0.05)
+    middleware = context_middleware(policy=policy, state_dir=tmp_path, summarizer="deterministic")
+    agent = create_agent(
+        scripted_model(replies, window=3_000), [shell], middleware=middleware, checkpointer=InMemorySaver()
+    )
+    agent.invoke({"messages": [HumanMessage(TASK)]}, {"configurable": {"thread_id": "gists"}})
+    records = agent.get_state({"configurable": {"thread_id": "gists"}}).values["ctxwarden_fold"]["records"]
+    assert records  # the fold took the two outputs with many after them: not among the last it read
+    lines = records[-1]["summary"].splitlines()
+    assert telling in lines  # the grep hit with new names: whole, as the output showed it
+    assert error in lines
+    assert telling in records[-1]["facts"]["used"]
+    assert not any(line.startswith("[ctxwarden:") for line in records[-1]["facts"]["used"])

@@ -33,6 +33,8 @@ OUTPUTS = {
 @tool
 def sh(command: str) -> str:
     """Run a shell command."""
+    if command.startswith("cat > "):  # a write says what it wrote, not the file again
+        return f"wrote {command.split()[2]}"
     return OUTPUTS.get(command, f"ran {command}: " + "ok " * 30)
 
 

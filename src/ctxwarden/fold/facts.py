@@ -11,9 +11,11 @@ deterministically, whatever the summarizer model says:
   `tee`, `sed -i`, a script's `open(..., "w")`), by its path;
 - each failing command with its error line, verbatim, and whether a later run of the same
   command passed;
-- the output lines that first showed the identifiers the agent went on to use, and, from the
-  last outputs folded, the few lines that show the most names and numbers the agent has not
-  written yet (what it was reading when the fold came, and is likely to name next).
+- the output lines that first showed the identifiers the agent went on to use; each folded
+  output's gist, the lines clearing would have kept of it (`ctxwarden.core.gist`: new names,
+  paths, numbers, errors), so a fold does not take away what a cleared result still showed;
+  and, from the last outputs folded, the few lines that show the most names and numbers the
+  agent has not written yet (what it was reading when the fold came, and is likely to name next).
 
 It is cumulative: the next fold parses this section back and extends it, so a fact
 survives any number of folds. Each quoted line is a whole line of the original (cut
@@ -22,13 +24,16 @@ lines are dropped, never shortened), so nothing in it is a paraphrase.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import fsum
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from ctxwarden.core.gist import Seen, choose_lines, gist_budget
+from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.text import FAILURE, TOKEN, content_text, error_line, message_text, value_text
 from ctxwarden.core.writes import FILE_WRITERS, written_paths
 
@@ -42,7 +47,7 @@ _SUBSECTIONS = (
     "User messages",
     "Files written or edited",
     "Failing commands",
-    "Output lines the agent used or read last",
+    "Output lines the agent used or may need",
 )
 
 LATEST_OUTPUTS = 3
@@ -54,6 +59,12 @@ LATEST_LINES = 4
 ERROR = FAILURE
 """A line that says something failed (the one definition in `core.text`, kept here under its old name)."""
 
+
+Excerpt = Callable[[ToolMessage, Seen], Sequence[str]]
+"""The whole lines of a folded output worth keeping, given how many earlier folded messages showed each token."""
+
+OWN_LINE = "[ctxwarden:"
+"""How ctxwarden's own lines start (an eviction marker in a preview): never quoted as a line of an output."""
 
 FACTS_END = "(end of the quoted facts)"
 """Closes the section, so the next fold can take it back exactly, whatever prose follows it."""
@@ -80,8 +91,9 @@ class Facts:
         return cls(*(list(raw.get(name) or ()) for name in ("users", "files", "failures", "used")))
 
 
-def gather(previous: Facts, folded: Sequence[BaseMessage]) -> Facts:
-    """`previous` extended with the facts of `folded` (whole messages, as the thread holds them).
+def gather(previous: Facts, folded: Sequence[BaseMessage], excerpt: Excerpt | None = None) -> Facts:
+    """`previous` extended with the facts of `folded` (whole messages, as the thread holds them); with `excerpt`, each
+    folded output's excerpt joins the lines kept, after the lines the agent used and read last.
 
     Linear in the folded text: each message is read once (a fold is on the critical path).
     """
@@ -92,6 +104,8 @@ def gather(previous: Facts, folded: Sequence[BaseMessage]) -> Facts:
     pending: list[tuple[int, str, str]] = []
     last_written = _last_written(folded)
     spoken = 0
+    shown: dict[str, int] = {}  # token -> how many folded messages so far showed it (what an excerpt calls new)
+    gisted: list[str] = []
     for message in folded:
         if isinstance(message, HumanMessage) and not _is_summary(message):
             _add(facts.users, seen["users"], content_text(message.content).strip())
@@ -110,8 +124,17 @@ def gather(previous: Facts, folded: Sequence[BaseMessage]) -> Facts:
             if line is not None:
                 pending.append((len(outcomes) - 1, command, line))
             _used_lines(facts, seen["used"], text, last_written, spoken)
+            if excerpt is not None:
+                gisted.extend(
+                    line for line in excerpt(message, lambda t: shown.get(t, 0)) if not line.startswith(OWN_LINE)
+                )
+        if excerpt is not None:
+            for token in set(TOKEN.findall(message_text(message))):
+                shown[token] = shown.get(token, 0) + 1
     for message in [m for m in folded if isinstance(m, ToolMessage)][-LATEST_OUTPUTS:]:
         _latest_lines(facts, seen["used"], content_text(message.content), last_written)
+    for line in gisted:  # last, so the cap drops them last: they show names the agent has not written yet
+        _add(facts.used, seen["used"], line)
     passed_after: dict[str, int] = {}  # command -> the last position at which a run of it passed
     for index, (command, failed) in enumerate(outcomes):
         if not failed:
@@ -121,6 +144,18 @@ def gather(previous: Facts, folded: Sequence[BaseMessage]) -> Facts:
         entry = "\n".join(part for part in (command, line) if part)
         _add(facts.failures, seen["failures"], entry + ("\n(a later run of it passed)" if fixed else ""))
     return facts
+
+
+def gist_lines(policy: ContextPolicy, window: int, meter: TokenMeter) -> Excerpt:
+    """Each folded output's gist, on the budget clearing gives it on a `window`-token model: a fold keeps the lines
+    clearing kept."""
+
+    def lines(message: ToolMessage, seen: Seen) -> list[str]:
+        budget = gist_budget(policy, window, meter.message_tokens(message))
+        text = content_text(message.content).splitlines()
+        return [text[index] for index in choose_lines(text, budget, meter.counter, seen)]
+
+    return lines
 
 
 def _last_written(folded: Sequence[BaseMessage]) -> dict[str, int]:
@@ -237,9 +272,11 @@ __all__ = [
     "FACTS_END",
     "FACTS_HEADING",
     "FILE_WRITERS",
+    "Excerpt",
     "Facts",
     "error_line",
     "gather",
+    "gist_lines",
     "render",
     "strip_facts",
     "written_paths",
