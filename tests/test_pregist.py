@@ -184,17 +184,21 @@ def test_a_placeholder_made_ahead_is_not_tokenized_on_the_call(monkeypatch: pyte
         assert meter.message_tokens(placeholder) == original(TokenMeter(), placeholder)
 
 
-def test_background_gists_wait_while_a_call_is_shaped(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A gist is not started while a call is being shaped (they would share the interpreter), and is once it ends."""
-    monkeypatch.setattr(pregist, "FOREGROUND_WAIT", 60.0)
+def _listings(steps: int) -> tuple[list[Any], TokenMeter, TokenLedger, Pregists, list[Any]]:
+    """A thread of `steps` listing results, and what hands their gists over: a meter, a ledger, the jobs."""
     messages: list[Any] = [HumanMessage("go", id="h")]
-    for i in range(3):
+    for i in range(steps):
         messages.append(AIMessage("", id=f"a{i}", tool_calls=[{"name": "listing", "args": {"page": i}, "id": f"l{i}"}]))
         messages.append(ToolMessage(listing.invoke({"page": i}), tool_call_id=f"l{i}", id=f"t{i}"))
     meter = TokenMeter()
-    ledger = clear.ThreadLedgers(1).here()
-    pregists = Pregists()
     jobs = [(m, 100, meter.message_tokens(m)) for m in messages if isinstance(m, ToolMessage)]
+    return messages, meter, clear.ThreadLedgers(1).here(), Pregists(), jobs
+
+
+def test_background_gists_wait_while_a_call_is_shaped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gist is not started while a call is being shaped (they would share the interpreter), and is once it ends."""
+    monkeypatch.setattr(pregist, "FOREGROUND_WAIT", 60.0)
+    messages, meter, ledger, pregists, jobs = _listings(3)
     with FOREGROUND.call():
         pregists.hand_over(ledger, messages, jobs, meter.counter, meter.count_apart)
         assert not pregists.wait(timeout=0.3)
@@ -234,14 +238,7 @@ def test_a_newer_hand_over_replaces_the_list_being_made(monkeypatch: pytest.Monk
     """The first advance after a resume makes its own gists while the background is still indexing the thread:
     the list handed over before it must not be made again once the call has handed over the next one."""
     made = _recording_gists(monkeypatch)
-    messages: list[Any] = [HumanMessage("go", id="h")]
-    for i in range(4):
-        messages.append(AIMessage("", id=f"a{i}", tool_calls=[{"name": "listing", "args": {"page": i}, "id": f"l{i}"}]))
-        messages.append(ToolMessage(listing.invoke({"page": i}), tool_call_id=f"l{i}", id=f"t{i}"))
-    meter = TokenMeter()
-    ledger = clear.ThreadLedgers(1).here()
-    pregists = Pregists()
-    jobs = [(m, 100, meter.message_tokens(m)) for m in messages if isinstance(m, ToolMessage)]
+    messages, meter, ledger, pregists, jobs = _listings(4)
     newer = [jobs[0], jobs[3]]  # the first one is being made; the middle two were hidden, made on the call
     handed: list[bool] = []
 
