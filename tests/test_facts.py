@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden import ContextPolicy, context_middleware
 from ctxwarden.clip.placeholders import args_lines
-from ctxwarden.fold.facts import FACTS_HEADING, Facts, error_line, gather, render, written_paths
+from ctxwarden.fold.facts import FACTS_HEADING, Facts, error_line, gather, quoted, render, written_paths
 from ctxwarden.replay import scripted_model
 
 TASK = "Fix the resolver.\nKeep the public API unchanged.\nRun the tests with pytest -q before you finish."
@@ -227,4 +227,22 @@ def test_a_fold_keeps_each_folded_outputs_gist_as_clearing_would(tmp_path: Path)
     assert telling in lines  # the grep hit with new names: whole, as the output showed it
     assert error in lines
     assert telling in records[-1]["facts"]["used"]
+    # the record keeps what the section quotes, no more: it stays bounded however many outputs were folded
+    assert set(records[-1]["facts"]["used"]) <= set(lines)
     assert not any(line.startswith("[ctxwarden:") for line in records[-1]["facts"]["used"])
+
+
+def test_the_record_keeps_only_what_the_section_quotes() -> None:
+    """Every fold extends the facts; what the cap drops is older than all that follows, so it is never quoted again:
+    the record keeps the quoted facts only, and stays bounded over any number of folds."""
+    facts = Facts(
+        users=["Fix the resolver.", "Keep the API."],
+        files=["/src/a.py"],
+        failures=["pytest -q\nE   boom", "pytest -q\nE   bang"],
+        used=[f"resolved_alias_{i} = lookup_table_{i}(depth={i})" for i in range(500)],
+    )
+    kept = quoted(facts, max_chars=2_000)
+    assert render(kept, max_chars=2_000) == render(facts, max_chars=2_000)  # the same section
+    assert 0 < len(kept.used) < 100
+    assert kept.used == facts.used[-len(kept.used) :]  # the newest lines, in order
+    assert (kept.users, kept.files, kept.failures) == (facts.users, facts.files, facts.failures)

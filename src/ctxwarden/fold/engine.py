@@ -30,7 +30,7 @@ from ctxwarden.core.text import text_of
 from ctxwarden.core.window import model_name, resolve_window
 from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.cut import choose_cut
-from ctxwarden.fold.facts import Facts, gather, gist_lines, render, strip_facts
+from ctxwarden.fold.facts import Facts, gather, gist_lines, quoted, render, strip_facts
 from ctxwarden.fold.history import appending, history_path
 from ctxwarden.fold.in_place import SentCall, fold_request
 from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, kept_ahead, summary_message
@@ -181,7 +181,8 @@ class Folder:
         facts = gather(previous, folded_raw, gist_lines(self.policy, given.window, self.meter))
         cap = int(given.window * self.policy.fold_facts_share * CHARS_PER_TOKEN)
         pinned = sum(len(text_of(m)) for m in self.pinned(given.view, given.window))  # quoted above the summary
-        return Gathered(facts, render(facts, max_chars=max(0, cap - pinned)))
+        kept = quoted(facts, max_chars=max(0, cap - pinned))
+        return Gathered(kept, render(kept, max_chars=max(0, cap - pinned)))
 
     def fold(self, given: FoldInput) -> FoldOutcome | None:
         return run(self.folding(given))

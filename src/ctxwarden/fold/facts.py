@@ -215,26 +215,34 @@ def _add(items: list[str], seen: set[str], item: str) -> None:
         items.append(item)
 
 
-def render(facts: Facts, max_chars: int) -> str:
-    """The section within about `max_chars`.
+def quoted(facts: Facts, max_chars: int) -> Facts:
+    """The facts the section quotes within about `max_chars`: what the fold record keeps, so it stays bounded (a line
+    the cap dropped, being older than every line after it, would never be quoted again).
 
     What the user wrote comes first: the latest message always, and older ones, newest first,
     while they fit in `max_chars` on their own (a long task statement is not crowded out by the
     paths and errors that followed it). The paths written and the latest failure always stay
     too: they are what a fold must never lose, and paths are small. Older failures and the lines
     the agent used fill what is left of `max_chars`, the lines first to go, each kind oldest first.
+    The user's messages are all kept in the record: a window that shrinks may fold the pinned task.
     """
     users, files, failures, used = (list(kind) for kind in facts.kinds())
-    users = _newest_within(users, max_chars)
-    size = sum(len(item) + 1 for kind in (users, files, failures, used) for item in kind)
+    size = sum(len(item) + 1 for kind in (_newest_within(users, max_chars), files, failures, used) for item in kind)
     for kind, keep in ((used, 0), (failures, 1)):
         dropped = 0
         while size > max_chars and len(kind) - dropped > keep:
             size -= len(kind[dropped]) + 1
             dropped += 1
         del kind[:dropped]
+    return Facts(users, files, failures, used)
+
+
+def render(facts: Facts, max_chars: int) -> str:
+    """The section within about `max_chars` (see `quoted`)."""
+    kept = quoted(facts, max_chars)
     out = [FACTS_HEADING]
-    for title, items in zip(_SUBSECTIONS, (users, files, failures, used), strict=True):
+    kinds = (_newest_within(kept.users, max_chars), kept.files, kept.failures, kept.used)
+    for title, items in zip(_SUBSECTIONS, kinds, strict=True):
         if items:
             out.append(f"### {title}")
             out.extend(items)
@@ -277,6 +285,7 @@ __all__ = [
     "error_line",
     "gather",
     "gist_lines",
+    "quoted",
     "render",
     "strip_facts",
     "written_paths",
