@@ -1,6 +1,6 @@
 """Gists: the few whole lines of a large output that an agent is likely to come back for.
 
-When a result leaves the view (cleared, or evicted at arrival) a one-line pointer keeps
+When a result leaves the view (cleared, evicted at arrival, or folded with its turn) a one-line pointer keeps
 it reachable but hides the one line the agent needed three steps later: the path a grep
 found, the line number of a definition, the assertion that failed. A gist keeps a
 bounded excerpt of the original instead, chosen line by line for that value:
@@ -12,6 +12,10 @@ bounded excerpt of the original instead, chosen line by line for that value:
   the line that says why the output failed (its last failure line, the one a fold's facts quote
   for a failing command), so a cleared failure still shows its reason;
 - the first and last lines, which say what the output is and how it ended.
+
+Clearing quotes the gist in the result's placeholder, eviction in its preview, and a fold in
+its facts section (`fold.facts.gist_lines`), so the lines stay in view whichever way the
+result went.
 
 Lines are chosen greedily by value per token until the budget is spent, then shown in
 their original order, each run of omitted lines marked by a `…` line. A line is shown whole or not at all:
