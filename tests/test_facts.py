@@ -44,6 +44,20 @@ def test_written_paths_reads_file_tools_and_shell_writes() -> None:
     assert written_paths(message) == ["/src/a.py", "/testbed/fix.py", "src/b.py", "notes.txt"]
 
 
+def test_a_quoted_greater_than_is_data_not_a_redirection() -> None:
+    """A version pin or a comparison in quotes wrote no file `=1.14` or `0.5`; `sh -c`'s quoted script is shell."""
+    command = "\n".join(
+        [
+            'pip install "wrapt>=1.11,<1.14" && python -c "print(x > 0.5)"',
+            "pip install 'setuptools>=66' > pip.log 2>&1",
+            'echo "a > b" > notes.md',
+            "bash -c 'echo 1 > out/b.txt'",
+        ]
+    )
+    message = AIMessage("", tool_calls=[{"name": "bash", "args": {"command": command}, "id": "1"}])
+    assert written_paths(message) == ["pip.log", "notes.md", "out/b.txt"]
+
+
 def test_a_heredoc_body_is_its_commands_data_not_shell() -> None:
     command = "\n".join(
         [

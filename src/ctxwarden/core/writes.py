@@ -4,7 +4,8 @@ A fold's facts list every file written, and a clipped argument keeps the lines t
 one, so both read the same rules: the file tools' `file_path`, and in shell text a
 redirection, `tee`, `sed -i` or a script's `open(..., "w")`. The body of a heredoc is the
 data of its command, not shell: a `>` there (a comparison in a Python script being written)
-redirects nothing, unless the heredoc feeds a shell.
+redirects nothing, unless the heredoc feeds a shell. So is a quoted string: `pip install "pkg>=1.2"`
+writes no file `=1.2`, unless the string is the script of `sh -c`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from langchain_core.messages import BaseMessage
 FILE_WRITERS = frozenset({"write_file", "edit_file"})
 """Tools whose `file_path` argument names a file they write."""
 
-_REDIRECT = re.compile(r"(?<![<>&\d])(?:\d?>>?|&>)\s*(['\"]?)(?P<path>[^\s'\";|&<>()]+)\1")
+_REDIRECT = re.compile(r"(?<![<>&\d])(?:\d?>>?|&>)(?!=)\s*(['\"]?)(?P<path>[^\s'\";|&<>()]+)\1")
 _TEE = re.compile(r"\btee\s+(?:-a\s+)?(['\"]?)(?P<path>[^\s'\";|&<>()]+)\1")
 _OPEN_WRITE = re.compile(r"open\(\s*['\"](?P<path>[^'\"]+)['\"]\s*,\s*['\"][wax]")
 _NOT_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "-"})
@@ -66,7 +67,7 @@ def shell_writes(line: str) -> list[str]:
     """The paths one shell line writes: a redirection, `tee`, `sed -i`, a script's `open(..., "w")`."""
     if ">" not in line and "tee" not in line and "open(" not in line and "sed" not in line:
         return []  # what every rule below needs: most lines of a long argument are ruled out in C
-    paths = [m.group("path") for m in _REDIRECT.finditer(line)]
+    paths = [m.group("path") for m in _REDIRECT.finditer(line) if _is_shell_at(line, m.start())]
     paths += [m.group("path") for m in _TEE.finditer(line)]
     paths += [m.group("path") for m in _OPEN_WRITE.finditer(line)]
     if "sed" in line and " -i" in line:
@@ -83,6 +84,28 @@ def _heredocs(line: str) -> list[tuple[str, bool]]:
     if "<<" not in line:
         return []
     return [(m.group("tag"), bool(_FEEDS_SHELL.search(line[: m.start()]))) for m in _HEREDOC.finditer(line)]
+
+
+_SHELL_C = re.compile(r"(?:^|[\s;|&(])(?:ba|z|da)?sh(?:\s+-\w+)*\s+-\w*c\s*$")
+
+
+def _is_shell_at(line: str, position: int) -> bool:
+    """Whether `position` of a shell line is shell: outside quotes, or in the quoted script of `sh -c`. A `>` inside
+    quotes is data (`pip install "pkg>=1.2"`, `python -c "print(x > 0.5)"`) and redirects nothing."""
+    if "'" not in line[:position] and '"' not in line[:position]:
+        return True
+    quote, opened, index = "", 0, 0
+    while index < position:
+        char = line[index]
+        if quote != "'" and char == "\\":
+            index += 2
+            continue
+        if quote and char == quote:
+            quote = ""
+        elif not quote and char in "'\"":
+            quote, opened = char, index
+        index += 1
+    return not quote or bool(_SHELL_C.search(line[:opened]))
 
 
 def _script_writes(line: str) -> list[str]:
