@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +20,10 @@ from ctxwarden.clip.ledger import TokenLedger
 from ctxwarden.clip.mask import upcoming
 from ctxwarden.clip.pregist import Pregists
 from ctxwarden.core.foreground import FOREGROUND
+from ctxwarden.core.layers import LayerEdit
 from ctxwarden.core.text import text_of
 from ctxwarden.replay import scripted_model
+from ctxwarden.trace.store import SqliteTraceStore
 from views import Views
 
 
@@ -231,6 +234,40 @@ def test_the_stack_marks_its_calls_as_foreground() -> None:
     agent = create_agent(scripted_model(["ok"], window=8_000), middleware=[*stack, answer])
     agent.invoke({"messages": [HumanMessage("hi")]})
     assert seen == [True, False]
+    assert not FOREGROUND.busy
+
+
+def test_the_trace_written_in_a_call_is_written_inside_the_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call's own trace writes (its lifecycle events, and on the last call of a run the usage events it waits for)
+    hold the interpreter between SQLite's steps: a gist made meanwhile in the background would take it from them."""
+    writes: list[tuple[list[str], bool]] = []
+    append = SqliteTraceStore.append
+
+    def watched(store: SqliteTraceStore, events: Any) -> Any:
+        if threading.current_thread() is threading.main_thread():  # in the call, not the trace's own writer
+            writes.append(([event.kind for event in events], FOREGROUND.busy))
+        return append(store, events)
+
+    monkeypatch.setattr(SqliteTraceStore, "append", watched)
+
+    class Batch:
+        name = "batch"
+
+        def shape(self, request: Any, budget: Any) -> LayerEdit:
+            return LayerEdit(request, events=[("context_clear", {"results": 1}, None)])
+
+        async def ashape(self, request: Any, budget: Any) -> LayerEdit:
+            return self.shape(request, budget)
+
+    stack = context_middleware(
+        policy=ContextPolicy(window=8_000), layers=[Batch()], trace=tmp_path / "trace.sqlite", state_dir=tmp_path
+    )
+    agent = create_agent(scripted_model(["ok"], window=8_000), middleware=stack)
+    agent.invoke({"messages": [HumanMessage("hi")]})
+    assert [kinds for kinds, _busy in writes] == [["context_clear"], ["model_usage"]]
+    assert all(busy for _kinds, busy in writes)
     assert not FOREGROUND.busy
 
 

@@ -7,7 +7,9 @@ gists made ahead in a background thread, while a call counts its new messages, c
 milliseconds to that call. Background workers therefore ask `FOREGROUND.wait_idle` before
 each piece of work: it returns at once when no call is being shaped, and otherwise when
 the last one ends or after `timeout` (a busy server never starves them). A piece already
-started finishes first, so pieces are kept small: one gist each.
+started finishes first, so pieces are kept small: one gist each. The stack holds the gate
+for the call's own work after the model answers too: the stamp, and the trace it writes
+in the call (SQLite lets the interpreter go at each step).
 
 One gate serves the whole process, as the interpreter is one for the whole process.
 """

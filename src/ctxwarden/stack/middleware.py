@@ -140,6 +140,7 @@ class ContextWindowMiddleware(AgentMiddleware):
             measure = functools.partial(self.budget, force=force)
             for layer in (*self.layers, self.note):
                 shaped.take(layer, layer.shape(shaped.request, shaped.budget), measure)
+            self.recorder.record_all(shaped.events)  # lifecycle events are written in the call, in the gate too
             return shaped
 
     async def _ashape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
@@ -149,6 +150,7 @@ class ContextWindowMiddleware(AgentMiddleware):
             measure = functools.partial(self.budget, force=force)
             for layer in (*self.layers, self.note):
                 shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), measure)
+            await self.recorder.arecord_all(shaped.events)
             return shaped
 
     # --- model calls ------------------------------------------------------------
@@ -158,7 +160,6 @@ class ContextWindowMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         shaped = self._shape(request)
-        self.recorder.record_all(shaped.events)
         self.recorder.record_later(before_call_events(shaped.request, shaped.budget))
         try:
             response = handler(shaped.request)
@@ -167,7 +168,6 @@ class ContextWindowMiddleware(AgentMiddleware):
             if not is_context_overflow(exc):
                 raise
             first, shaped = shaped, self._shape(request, force=True)  # one round of forced clearing and folding
-            self.recorder.record_all(shaped.events)
             try:
                 response = handler(shaped.request)
             except Exception as again:
@@ -175,13 +175,14 @@ class ContextWindowMiddleware(AgentMiddleware):
                 if is_context_overflow(again):
                     raise _still_too_large(first, shaped, again) from again
                 raise
-        self._answer(shaped.request)
-        result, events = self._finish(response, shaped)
-        if asks_for_tools(result):  # the tools run next: the usage event is written meanwhile, off the call's path
-            self.recorder.record_later(events)
-        else:  # the run may end here: everything it recorded is in the trace when it returns, for any reader
-            self.recorder.flush()
-            self.recorder.record_all(events)
+        with FOREGROUND.call():  # the trace written in the call too: background work waits for it
+            self._answer(shaped.request)
+            result, events = self._finish(response, shaped)
+            if asks_for_tools(result):  # the tools run next: the usage event is written meanwhile, off the call's path
+                self.recorder.record_later(events)
+            else:  # the run may end here: everything it recorded is in the trace when it returns, for any reader
+                self.recorder.flush()
+                self.recorder.record_all(events)
         return cast("ModelResponse[Any]", result)
 
     async def awrap_model_call(
@@ -190,7 +191,6 @@ class ContextWindowMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         shaped = await self._ashape(request)
-        await self.recorder.arecord_all(shaped.events)
         self.recorder.record_later(before_call_events(shaped.request, shaped.budget))
         try:
             response = await handler(shaped.request)
@@ -199,7 +199,6 @@ class ContextWindowMiddleware(AgentMiddleware):
             if not is_context_overflow(exc):
                 raise
             first, shaped = shaped, await self._ashape(request, force=True)  # one round of forced clearing and folding
-            await self.recorder.arecord_all(shaped.events)
             try:
                 response = await handler(shaped.request)
             except Exception as again:
@@ -207,13 +206,14 @@ class ContextWindowMiddleware(AgentMiddleware):
                 if is_context_overflow(again):
                     raise _still_too_large(first, shaped, again) from again
                 raise
-        self._answer(shaped.request)
-        result, events = self._finish(response, shaped)
-        if asks_for_tools(result):
-            self.recorder.record_later(events)
-        else:
-            await asyncio.to_thread(self.recorder.flush)
-            await self.recorder.arecord_all(events)
+        with FOREGROUND.call():
+            self._answer(shaped.request)
+            result, events = self._finish(response, shaped)
+            if asks_for_tools(result):
+                self.recorder.record_later(events)
+            else:
+                await asyncio.to_thread(self.recorder.flush)
+                await self.recorder.arecord_all(events)
         return cast("ModelResponse[Any]", result)
 
     def _answer(self, request: ModelRequest[Any]) -> None:
@@ -223,8 +223,7 @@ class ContextWindowMiddleware(AgentMiddleware):
 
     def _finish(self, response: Any, shaped: _Shaped) -> tuple[Any, list[PendingEvent]]:
         """Stamp the reply, build its usage event, and attach the layers' private state as a state update."""
-        with FOREGROUND.call():
-            result, events = self._record(response, shaped)
+        result, events = self._record(response, shaped)
         if not shaped.state:
             return result, events
         if isinstance(result, ExtendedModelResponse):
