@@ -146,14 +146,17 @@ def remembered(
     of the last masked turn's message): a resumed process renders and measures the same placeholders from these.
 
     Only what was hidden since the last time is read (found by call id in the index), so a batch or a mask
-    advance costs what it hid, not the thread's length; the names of the entries it added come with it.
+    advance costs what it hid, not the thread's length; the names of the entries it added come with it. The first
+    time in a process (a resume) that is what the stored boundary holds no count for.
     """
     gists: dict[str, tuple[int, ...]] = dict(boundary.gists)
     same_counter = boundary.counted_by == meter.count_key
     counts: dict[str, tuple[int, ...]] = dict(boundary.counts) if same_counter else {}
     cleared, clipped = hidden
     before = index.memo.get("remembered") if same_counter else None
-    new_results, new_args = (cleared - before[0], clipped - before[1]) if before else (cleared, clipped)
+    if before is None:
+        before = (counts.keys(), _counted_calls(counts))
+    new_results, new_args = cleared - before[0], clipped - before[1]
     index.memo["remembered"] = hidden
     shown: list[tuple[BaseMessage, tuple[str, ...]]] = [
         (index.messages[index.result_at[call_id]], ("result",))
@@ -178,6 +181,12 @@ def remembered(
         counts[name] = (meter.message_tokens(placeholder), *content_signature(placeholder))
         added.append(name)
     return Boundary(boundary.results, boundary.args, gists, counts, meter.count_key, *mask), added
+
+
+def _counted_calls(counts: Mapping[str, tuple[int, ...]]) -> set[str]:
+    """The calls whose arguments' placeholder `counts` holds. A call's message is keyed by its calls clipped so far,
+    a set that only grows: once each of them is named here, its current key is, so `remembered` need not build it."""
+    return {call_id for key in counts if key.startswith("args:") for call_id in key[5:].split(",")}
 
 
 __all__ = ["CLIP_STATE_KEY", "Boundary", "ClipState", "Made", "boundary_of", "placeholder_key", "remembered"]
