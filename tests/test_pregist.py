@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -269,6 +270,27 @@ def test_the_trace_written_in_a_call_is_written_inside_the_gate(
     assert [kinds for kinds, _busy in writes] == [["context_clear"], ["model_usage"]]
     assert all(busy for _kinds, busy in writes)
     assert not FOREGROUND.busy
+
+
+def test_a_list_that_replaces_the_one_being_made_is_taken_up_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each call of a long run hands over a newer list: a pause before each would leave about one gist made per call,
+    as many as the call adds, and the backlog of a resume would still be there when the mask advances."""
+    _recording_gists(monkeypatch)
+    pauses: list[float] = []
+    monkeypatch.setattr(pregist, "time", SimpleNamespace(sleep=pauses.append))  # this module's pauses only
+    messages, meter, ledger, pregists, jobs = _listings(4)
+    handed: list[bool] = []
+
+    def counter(line: str) -> int:  # runs while the first gist is being made: a call hands over meanwhile
+        if not handed:
+            handed.append(True)
+            pregists.hand_over(ledger, messages, jobs[1:], counter, meter.count_apart)
+        return meter.counter(line)
+
+    pregists.hand_over(ledger, messages, jobs[:2], counter, meter.count_apart)
+    assert pregists.wait(timeout=60)
+    assert pauses == [pregist.PREGIST_DELAY]  # once, when the idle thread took the first list
+    assert all(pregists.standing(job[0], 100, job[2], messages) is not None for job in jobs)
 
 
 def test_a_newer_hand_over_replaces_the_list_being_made(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -53,8 +53,9 @@ MAX_PREGISTS = 1_024
 """Gists kept ahead at most (a mask advance takes a few; past it the oldest quarter is dropped)."""
 
 PREGIST_DELAY = 0.005
-"""Seconds the background thread waits once work is handed over: the call that hands it over has its own work to finish
-first (both need the interpreter), and the gists are needed only on a later call."""
+"""Seconds the background thread waits once work is handed over to an idle thread: the call that hands it over has its
+own work to finish first (both need the interpreter), and the gists are needed only on a later call. A list that
+replaces the one being made is taken up at once."""
 
 FOREGROUND_WAIT = 0.05
 """Seconds the background thread waits, before each gist, for the calls being shaped to finish (`core.foreground`)."""
@@ -195,6 +196,7 @@ class Pregists:
         return self._idle.wait(timeout)
 
     def _run(self) -> None:
+        gave_way = False
         while True:
             with self._wake:
                 if self._pending is None:
@@ -204,10 +206,12 @@ class Pregists:
                         self._ending = True  # under the lock: a hand-over from now on starts another thread
                         return
                 work, self._pending = self._pending, None
-            time.sleep(PREGIST_DELAY)
+            if not gave_way:  # a list taken over from the one being made goes on at once: one call adds one result,
+                time.sleep(PREGIST_DELAY)  # so a pause at every call would let the backlog of a resume stand
             try:
-                self._make(*work)
+                gave_way = self._make(*work)
             except Exception:  # a gist not made ahead is made on the call that needs it
+                gave_way = False
                 log.debug("making gists ahead failed", exc_info=True)
 
     def _make(
@@ -217,14 +221,15 @@ class Pregists:
         jobs: list[Job],
         counter: Callable[[str], int],
         measure: Measure,
-    ) -> None:
+    ) -> bool:
+        """Make the gists of `jobs`; whether it gave way to a newer hand-over before the end."""
         for message, budget, tokens in jobs:
             FOREGROUND.wait_idle(FOREGROUND_WAIT)
             if ledger.size < len(thread):  # a call may have brought it further already: never back
                 ledger.sync(thread)  # a whole thread's on a resume: calls may have started meanwhile
                 FOREGROUND.wait_idle(FOREGROUND_WAIT)
             if self._pending is not None:  # a newer hand-over holds every job of this one still needed: on to it
-                return
+                return True
             if self._is_made(message, budget, tokens):  # made before this hand-over was taken
                 continue
             text = text_of(message)
@@ -237,6 +242,7 @@ class Pregists:
             made = gist(text, budget, counter, _seen_in(counts))
             placeholder = result_placeholder(message, tokens, made)
             self._made.put(message, MadeAhead(budget, tokens, position, made, placeholder, measure(placeholder)))
+        return False
 
     def _is_made(self, message: BaseMessage, budget: int, tokens: int) -> bool:
         hit = self._made.get(message)
