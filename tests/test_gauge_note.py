@@ -21,7 +21,8 @@ from spies import note_calls
 from views import Views
 
 WINDOW = 6_000
-THOUGHT = "Let me think about the parser carefully. " * 41  # ~400 tokens of assistant text: clearing cannot touch it
+SENTENCE = "Let me think about the parser carefully. "
+THOUGHT = SENTENCE * 41  # ~400 tokens of assistant text: clearing cannot touch it
 POLICY = ContextPolicy(window=WINDOW, summarize_at=0.95)  # folds only past critical: the gauge goes ok, warn, critical
 
 
@@ -31,9 +32,11 @@ def fetch(page: int) -> str:
     return f"page {page}: " + "data " * 20
 
 
-def _run(tmp_path: Path, policy: ContextPolicy, steps: int = 30) -> tuple[Any, Views, dict[str, Any]]:
+def _run(
+    tmp_path: Path, policy: ContextPolicy, steps: int = 30, thought: str = THOUGHT
+) -> tuple[Any, Views, dict[str, Any]]:
     replies = [
-        AIMessage(THOUGHT, tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"f{i}"}]) for i in range(steps)
+        AIMessage(thought, tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"f{i}"}]) for i in range(steps)
     ]
     views = Views()
     middleware = context_middleware(state_dir=tmp_path, summarizer="deterministic", policy=policy)
@@ -52,8 +55,11 @@ def _bytes(view: list[Any]) -> list[str]:
     return [json.dumps(m.model_dump(), sort_keys=True, default=str) for m in view]
 
 
-def test_a_note_appears_exactly_where_the_gauge_rises(tmp_path: Path) -> None:
-    agent, views, config = _run(tmp_path, POLICY)
+@pytest.mark.parametrize("sentences", range(36, 46))
+def test_a_note_appears_exactly_where_the_gauge_rises(tmp_path: Path, sentences: int) -> None:
+    """Wherever the calls fall, the stamp and the note agree: a note that itself tips the call past `critical_at` says
+    `critical`, as the stamp does, and one that does not says what the stamp says."""
+    agent, views, config = _run(tmp_path, POLICY, thought=SENTENCE * sentences)
     messages = agent.get_state(config).values["messages"]
     stamps = [m.response_metadata["ctxwarden"] for m in messages if isinstance(m, AIMessage)]
     levels = [s["gauge"] for s in stamps]

@@ -12,13 +12,16 @@ show it in that same place with the same bytes (its anchor, the message it follo
 kept in private state), so each call's messages still begin with the previous call's.
 It goes away only where the view changes anyway: with the turns a fold takes, or when
 the gauge falls below its level (a clearing batch or a fold brought the fill down). The
-thread's messages never hold it. It is measured with the rest of the call, and recorded
+thread's messages never hold it. It is measured with the rest of the call (its level and the fill it states are the
+call's with the notes in view, itself included, so a note that tips the call past `critical_at` says `critical`, as
+the call's stamp does), and recorded
 on the stamp of the call that first carried it (`gauge_note`), where the /context report
 finds the notes an agent received.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from collections.abc import Sequence
 from typing import Annotated, Any, NotRequired, cast
@@ -172,28 +175,44 @@ class GaugeNote:
         if shown is None:  # an anchor left the view (a fold took it): its note goes with it
             kept = [n for n in kept if placed(messages, [n]) is not None]
             shown = self._place(messages, kept) or list(messages)
+        meter = self.meter
+        noted = self._with_notes(budget, kept)  # the call as it goes: the notes kept in view take room too
         events: list[Any] = []
         stamp = None
-        if rose(previous_level(state.get("messages") or messages), level) and messages and messages[-1].id:
-            text = note_text(budget)
+        if rose(previous_level(state.get("messages") or messages), noted.gauge) and messages and messages[-1].id:
+            text = note_text(noted)
+            if meter is not None:  # the note tells the fill it brings the call to, as the call's stamp will
+                noted = self._with_notes(noted, [{"text": text, "gauge": noted.gauge}])
+                text = note_text(noted)
+            level = noted.gauge
             kept.append({"after": str(messages[-1].id), "gauge": level, "text": text})
             shown.append(note_message(text, level))
-            events.append(("gauge_note", {"gauge": level, "fraction": round(budget.fraction, 4)}, budget.window.model))
+            events.append(("gauge_note", {"gauge": level, "fraction": round(noted.fraction, 4)}, budget.window.model))
             stamp = {NOTE_STAMP_KEY: text}
         if not kept and not known:
             return None
         update = {NOTES_STATE_KEY: kept} if kept != known else None
-        meter = self.meter
         tokens = (  # one note message in `shown` for each kept note: the request's messages and theirs
-            budget.measurement.messages + sum(meter.message_tokens(note_message(n["text"], n["gauge"])) for n in kept)
-            if meter is not None
-            else None
+            budget.measurement.messages + self._tokens(kept) if meter is not None else None
         )
         shown_request = request.override(messages=cast("list[AnyMessage]", shown))
         return LayerEdit(shown_request, state=update, events=events, stamp=stamp, message_tokens=tokens)
 
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         return self.shape(request, budget)
+
+    def _tokens(self, notes: Sequence[dict[str, str]]) -> int:
+        meter = self.meter
+        return sum(meter.message_tokens(note_message(n["text"], n["gauge"])) for n in notes) if meter else 0
+
+    def _with_notes(self, budget: CallBudget, notes: Sequence[dict[str, str]]) -> CallBudget:
+        """`budget` with `notes` among its messages: a note that tips the call past `critical_at` says `critical`,
+        as the call's stamp does (without the stack's meter, the notes are not counted)."""
+        extra = self._tokens(notes)
+        if not extra:
+            return budget
+        measurement = dataclasses.replace(budget.measurement, messages=budget.measurement.messages + extra)
+        return dataclasses.replace(budget, measurement=measurement)
 
 
 __all__ = [
