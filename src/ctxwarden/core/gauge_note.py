@@ -176,25 +176,26 @@ class GaugeNote:
             kept = [n for n in kept if placed(messages, [n]) is not None]
             shown = self._place(messages, kept) or list(messages)
         meter = self.meter
-        noted = self._with_notes(budget, kept)  # the call as it goes: the notes kept in view take room too
+        kept_tokens = self._tokens(kept)
+        noted = _with_tokens(budget, kept_tokens)  # the call as it goes: the notes kept in view take room too
         events: list[Any] = []
         stamp = None
         if rose(previous_level(state.get("messages") or messages), noted.gauge) and messages and messages[-1].id:
             text = note_text(noted)
             if meter is not None:  # the note tells the fill it brings the call to, as the call's stamp will
-                noted = self._with_notes(noted, [{"text": text, "gauge": noted.gauge}])
+                noted = _with_tokens(noted, self._tokens([{"text": text, "gauge": noted.gauge}]))
                 text = note_text(noted)
             level = noted.gauge
             kept.append({"after": str(messages[-1].id), "gauge": level, "text": text})
+            kept_tokens += self._tokens(kept[-1:])
             shown.append(note_message(text, level))
             events.append(("gauge_note", {"gauge": level, "fraction": round(noted.fraction, 4)}, budget.window.model))
             stamp = {NOTE_STAMP_KEY: text}
         if not kept and not known:
             return None
         update = {NOTES_STATE_KEY: kept} if kept != known else None
-        tokens = (  # one note message in `shown` for each kept note: the request's messages and theirs
-            budget.measurement.messages + self._tokens(kept) if meter is not None else None
-        )
+        # one note message in `shown` for each kept note: the request's messages and theirs
+        tokens = budget.measurement.messages + kept_tokens if meter is not None else None
         shown_request = request.override(messages=cast("list[AnyMessage]", shown))
         return LayerEdit(shown_request, state=update, events=events, stamp=stamp, message_tokens=tokens)
 
@@ -202,17 +203,18 @@ class GaugeNote:
         return self.shape(request, budget)
 
     def _tokens(self, notes: Sequence[dict[str, str]]) -> int:
+        """The notes' messages' tokens (0 without the stack's meter: then the notes are not counted)."""
         meter = self.meter
         return sum(meter.message_tokens(note_message(n["text"], n["gauge"])) for n in notes) if meter else 0
 
-    def _with_notes(self, budget: CallBudget, notes: Sequence[dict[str, str]]) -> CallBudget:
-        """`budget` with `notes` among its messages: a note that tips the call past `critical_at` says `critical`,
-        as the call's stamp does (without the stack's meter, the notes are not counted)."""
-        extra = self._tokens(notes)
-        if not extra:
-            return budget
-        measurement = dataclasses.replace(budget.measurement, messages=budget.measurement.messages + extra)
-        return dataclasses.replace(budget, measurement=measurement)
+
+def _with_tokens(budget: CallBudget, extra: int) -> CallBudget:
+    """`budget` with `extra` more message tokens: the notes in view, so a note that tips the call past `critical_at`
+    says `critical`, as the call's stamp does."""
+    if not extra:
+        return budget
+    measurement = dataclasses.replace(budget.measurement, messages=budget.measurement.messages + extra)
+    return dataclasses.replace(budget, measurement=measurement)
 
 
 __all__ = [
