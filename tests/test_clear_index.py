@@ -83,6 +83,33 @@ def test_the_index_extends_a_growing_thread_and_starts_over_on_another() -> None
     assert [c.call_id for c in index.results] == ["c1"]  # the fork's own results only
 
 
+def test_a_thread_read_again_from_its_checkpoint_extends_its_index() -> None:
+    """A run of a served agent reads the thread from its checkpoint: the same messages as new objects. They extend what
+    was indexed (an equal message counts and renders alike); one that differs, even by its id, starts over."""
+    policy = ContextPolicy()
+    index = ThreadIndex(policy, TokenMeter())
+    added: list[BaseMessage] = []
+    original = ThreadIndex._add
+
+    def watched(self: ThreadIndex, position: int, message: BaseMessage) -> None:
+        added.append(message)
+        original(self, position, message)
+
+    messages = _thread(10)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ThreadIndex, "_add", watched)
+        index.sync(messages)
+        added.clear()
+        reloaded = [m.model_copy(deep=True) for m in messages]
+        assert not any(a is b for a, b in zip(reloaded, messages, strict=True))
+        index.sync([*reloaded, HumanMessage("and the tests", id="more")])
+        assert [m.id for m in added] == ["more"]
+        added.clear()
+        renamed = [*reloaded[:3], reloaded[3].model_copy(update={"id": "other"}), *reloaded[4:]]
+        index.sync(renamed)
+        assert [m.id for m in added] == [m.id for m in renamed]
+
+
 def test_the_cost_first_mask_grows_by_the_newly_masked_turns_and_matches_a_full_walk() -> None:
     policy = ContextPolicy.cost_first(mask_after_turns=2)
     meter = TokenMeter()

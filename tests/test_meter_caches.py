@@ -271,3 +271,29 @@ def test_a_chunk_ends_after_a_newline_that_a_non_space_follows() -> None:
     assert chunk_end(text, 0, 30) == text.index("\nd") + 1
     assert chunk_end("x" * 100, 0, 30) == 30  # one long line: cut at the size
     assert chunk_end("short", 0, 30) == 5
+
+
+def test_a_list_holding_equal_copies_of_what_was_measured_extends_it() -> None:
+    """A message read again from a checkpoint is a new object equal to the old: a list holding such copies extends the
+    list measured before, and only what it added is counted; a message that differs is counted again."""
+    from ctxwarden.core.list_totals import ListTotals
+
+    totals = ListTotals(4)
+    counted: list[BaseMessage] = []
+
+    def count(message: BaseMessage) -> int:
+        counted.append(message)
+        return len(str(message.content))
+
+    thread = _history(20)
+    assert totals.total(thread, count) == sum(len(str(m.content)) for m in thread)
+    counted.clear()
+    copies = [thread[0], *(m.model_copy(deep=True) for m in thread[1:-1]), thread[-1]]
+    grown = [*copies, HumanMessage("one more", id="more")]
+    assert totals.total(grown, count) == sum(len(str(m.content)) for m in grown)
+    assert [m.id for m in counted] == ["more"]
+    counted.clear()
+    edited = list(grown)
+    edited[5] = edited[5].model_copy(update={"content": "[cleared]"})
+    assert totals.total(edited, count) == sum(len(str(m.content)) for m in edited)
+    assert any(m is edited[5] for m in counted)

@@ -19,13 +19,13 @@ last (`MAX_THREADS`).
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from ctxwarden.core.list_totals import starts_with
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 
@@ -107,7 +107,7 @@ class ThreadIndex:
     def sync(self, messages: Sequence[BaseMessage]) -> ThreadIndex:
         """Index the messages added since the last call; start over when `messages` does not extend the indexed."""
         known = len(self.messages)
-        if known > len(messages) or not all(map(operator.is_, self.messages, messages)):
+        if known > len(messages) or not starts_with(messages, self.messages):
             self._reset()
             known = 0
         for position in range(known, len(messages)):

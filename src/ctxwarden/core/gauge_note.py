@@ -22,7 +22,6 @@ finds the notes an agent received.
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Sequence
 from typing import Annotated, Any, NotRequired, cast
 
@@ -31,6 +30,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 
 from ctxwarden.core.gauge import GaugeLevel
 from ctxwarden.core.layers import CallBudget, LayerEdit
+from ctxwarden.core.list_totals import starts_with
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.stamp import RECENT, stamp_of
@@ -147,12 +147,7 @@ class GaugeNote:
         """
         key = tuple((n["after"], n["gauge"], n["text"]) for n in notes)
         last = self._placed
-        if (
-            last is not None
-            and last[1] == key
-            and len(last[0]) <= len(messages)
-            and all(map(operator.is_, last[0], messages))
-        ):
+        if last is not None and last[1] == key and starts_with(messages, last[0]):
             shown = [*last[2], *messages[len(last[0]) :]]
         else:
             found = placed(messages, notes)
