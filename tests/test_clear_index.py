@@ -58,9 +58,8 @@ def test_what_the_index_says_clearing_could_free_matches_a_full_walk() -> None:
     assert index.disposable(cleared, clipped, policy.keep_tool_results) == _brute_disposable(layer, grown, boundary)
 
 
-def test_the_index_extends_a_growing_thread_and_starts_over_on_another() -> None:
-    policy = ContextPolicy()
-    index = ThreadIndex(policy, TokenMeter())
+def _watching_adds(patch: pytest.MonkeyPatch) -> list[BaseMessage]:
+    """The messages the index adds from now on, in order."""
     added: list[BaseMessage] = []
     original = ThreadIndex._add
 
@@ -68,9 +67,15 @@ def test_the_index_extends_a_growing_thread_and_starts_over_on_another() -> None
         added.append(message)
         original(self, position, message)
 
+    patch.setattr(ThreadIndex, "_add", watched)
+    return added
+
+
+def test_the_index_extends_a_growing_thread_and_starts_over_on_another() -> None:
+    index = ThreadIndex(ContextPolicy(), TokenMeter())
     messages = _thread(10)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ThreadIndex, "_add", watched)
+        added = _watching_adds(patch)
         index.sync(messages)
         assert len(added) == len(messages)
         added.clear()
@@ -86,18 +91,10 @@ def test_the_index_extends_a_growing_thread_and_starts_over_on_another() -> None
 def test_a_thread_read_again_from_its_checkpoint_extends_its_index() -> None:
     """A run of a served agent reads the thread from its checkpoint: the same messages as new objects. They extend what
     was indexed (an equal message counts and renders alike); one that differs, even by its id, starts over."""
-    policy = ContextPolicy()
-    index = ThreadIndex(policy, TokenMeter())
-    added: list[BaseMessage] = []
-    original = ThreadIndex._add
-
-    def watched(self: ThreadIndex, position: int, message: BaseMessage) -> None:
-        added.append(message)
-        original(self, position, message)
-
+    index = ThreadIndex(ContextPolicy(), TokenMeter())
     messages = _thread(10)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ThreadIndex, "_add", watched)
+        added = _watching_adds(patch)
         index.sync(messages)
         added.clear()
         reloaded = [m.model_copy(deep=True) for m in messages]
