@@ -11,9 +11,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden import ReplayChatModel, ReplayMismatchError, TrajectoryFormatError, create_context_agent
+from ctxwarden.core.gauge_note import NOTE_SOURCE
 from ctxwarden.replay import Recording, load_recording, parse_recording, replay_tools
 from ctxwarden.replay.driver import areplay_into, replay_into
-from ctxwarden.replay.model import CLOSING_TEXT
+from ctxwarden.replay.model import CLOSING_TEXT, TURN_END_TEXT
 
 OPENAI_SESSION = [
     {"role": "system", "content": "You are terse."},
@@ -273,3 +274,15 @@ def test_unreadable_and_non_utf8_files(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(TrajectoryFormatError, match="is not UTF-8"):
         load_recording(binary)
+
+
+def test_a_gauge_note_after_the_results_still_ends_the_turn(tmp_path: Path) -> None:
+    """The gauge note is a user-role message riding after the answers: where the recording goes on with the user's
+    message, the results of the last step still end the turn, note or not."""
+    rec = load_recording(_write(tmp_path, FEEDBACK_SESSION))
+    model = ReplayChatModel(recording=rec)
+    first = model.invoke([HumanMessage("fix it")])
+    result = ToolMessage("a.txt", tool_call_id="c1")
+    note = HumanMessage("[context 91% full]", additional_kwargs={"lc_source": NOTE_SOURCE})
+    ended = model.invoke([HumanMessage("fix it"), first, result, note])
+    assert ended.content == TURN_END_TEXT

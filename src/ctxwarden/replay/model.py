@@ -125,7 +125,8 @@ class ReplayChatModel(StreamedReplies, BaseChatModel):
                     f"{self.recording.source}: step {index}: the recording has {len(steps)} steps and its "
                     f"closing message was already sent; the agent called the model again."
                 )
-            turn_ends = index in self._turn_starts() and not isinstance(messages[-1], HumanMessage)
+            answers = [m for m in messages if not is_note(m)]  # ctxwarden's gauge note rides after the answers
+            turn_ends = index in self._turn_starts() and bool(answers) and not isinstance(answers[-1], HumanMessage)
             self._check_answers(index, messages, turn_ends=turn_ends)
             if not turn_ends:
                 self._position += 1
