@@ -5,11 +5,12 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware
+from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -20,6 +21,9 @@ from ctxwarden.clip import CLIP_STATE_KEY, Boundary, ClearLayer, make_recall_too
 from ctxwarden.clip.clear import NO_MASK
 from ctxwarden.core.counters import default_counter
 from ctxwarden.core.gist import GAP
+from ctxwarden.core.layers import CallBudget
+from ctxwarden.core.meter import Measurement
+from ctxwarden.core.window import Window
 from ctxwarden.replay import Recording, ReplayChatModel, replay_tools, scripted_model
 from ctxwarden.replay.driver import replay_into
 from ctxwarden.trace import TraceStore
@@ -296,3 +300,23 @@ async def test_async_path_gives_the_same_views(policy: ContextPolicy) -> None:
     async_agent, async_views = _agent(list(replies), [fetch], policy)
     await async_agent.ainvoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "a"}})
     assert [_dump(v) for v in async_views.views] == [_dump(v) for v in sync_views.views]
+
+
+def test_a_call_past_the_fold_threshold_with_nothing_left_to_clear_makes_no_batch() -> None:
+    """Past the fold threshold a batch is made whatever it frees, but one that hides nothing is no batch: no event and
+    no boundary written again (the stored boundary carries gists and counts a bare one would drop); the fold takes
+    over."""
+    messages = [
+        HumanMessage("read both", id="h"),
+        _step("fetch", {"page": 0}, "a"),
+        ToolMessage(f"page 0: {PAGE}", tool_call_id="a", name="fetch"),
+        _step("fetch", {"page": 1}, "b"),
+        ToolMessage("page 1: " + "word " * 9_000, tool_call_id="b", name="fetch"),  # the newest: kept, past 85%
+    ]
+    state = {"messages": messages, CLIP_STATE_KEY: {"results": ["a"], "gists": {"a": [0]}}}
+    request = ModelRequest(model=cast(Any, None), messages=cast(Any, messages), state=cast(Any, state))
+    past_fold = CallBudget(Window(WINDOW, "override", "m"), Measurement(0, 0, 9_600, 1.0), ContextPolicy())
+    edit = ClearLayer(ContextPolicy(), TokenMeter()).shape(request, past_fold)
+    assert edit is not None  # the cleared result is shown as its placeholder
+    assert edit.events == []
+    assert edit.state is None

@@ -159,7 +159,8 @@ class ClearLayer:
         if not (urgent or self._may_be_worth_it(index, boundary, masked, need, smallest / factor)):
             return boundary, *measured, []
         grown, freed = self._extend(messages, boundary, masked, need=need, keep=1 if budget.force else None)
-        if grown == boundary or not (freed * factor >= smallest or urgent):
+        added = grown.results != boundary.results or grown.args != boundary.args  # `grown` holds no gists or counts
+        if not added or not (freed * factor >= smallest or urgent):
             return boundary, *measured, []
         view = self.view(messages, grown, masked)
         view_tokens = self.meter.messages_tokens(view)
