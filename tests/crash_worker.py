@@ -36,6 +36,7 @@ THREAD = "crash"
 CONFIG = {"configurable": {"thread_id": THREAD}}
 QUESTION = "Fix the parser. Never touch tests/legacy."
 THOUGHT = "Let me think about the parser carefully. " * 40  # ~400 tokens per step: a 4k window folds within a few
+POLICY = ContextPolicy(clear_call_text=False)  # keeps THOUGHT in view when its result is cleared, so the window fills
 LOG = "\n".join(
     [f"INFO step {i}: compiled module_{i} ✓" for i in range(600)]
     + ["Traceback (most recent call last):", "ValueError: boom"]
@@ -138,7 +139,7 @@ class Scenario:
     """Which uploads count towards the `nth` that is killed (`None`: the summarizer kills instead)."""
     nth: int = 1
     share: float = 0.0
-    policy: ContextPolicy | None = None
+    policy: ContextPolicy = POLICY
 
     @property
     def resumed_summarizer(self) -> Any:
@@ -165,7 +166,7 @@ SCENARIOS = {
         4_500,  # room for a step before the first fold, so its section ends with a tool result
         "model",
         summarizer=DyingSummarizer(messages=iter(())),
-        policy=ContextPolicy(fold_prepare_ahead=0),  # the summary is written when the fold fires
+        policy=POLICY.replace(fold_prepare_ahead=0),  # the summary is written when the fold fires
     ),
     "summarizer-preparing": Scenario(FOLD_SCRIPT, 5_000, "tools", summarizer=DyingPreparer(messages=iter(()))),
     "first-history-write-half-done": Scenario(FOLD_SCRIPT, 4_000, "model", kill_on=_history, share=0.5),

@@ -71,6 +71,7 @@ def _reopen(state_dir: Path, scenario: Scenario) -> Session:
         list(TOOLS.values()),
         state_dir=state_dir,
         thread_id=THREAD,
+        policy=scenario.policy,
         summarizer=scenario.resumed_summarizer,
     )
     answered = sum(isinstance(m, AIMessage) for m in session.messages)

@@ -38,6 +38,7 @@ from ctxwarden.replay import ScriptedChatModel, scripted_model
 
 WINDOW = 4_000
 HANG_S = 5.0
+# ~400 tokens of assistant text per step; clear_call_text=False (`_hanging_run`) keeps it in view: the window folds
 THOUGHT = "Let me think about the parser carefully. " * 40
 
 
@@ -85,7 +86,7 @@ class HangingSummarizer(ScriptedChatModel):
 
 def _hanging_run(tmp_path: Path) -> tuple[Any, dict, ContextPolicy]:
     hung = HangingSummarizer(messages=iter([]), profile={"max_input_tokens": 100_000})
-    policy = ContextPolicy(summarizer_timeout=0.2, summarizer_retries=1)
+    policy = ContextPolicy(summarizer_timeout=0.2, summarizer_retries=1, clear_call_text=False)  # THOUGHT fills
     model = scripted_model([*_steps(14), AIMessage("done")], window=WINDOW)
     agent = _agent(tmp_path, model, summarizer=hung, policy=policy)
     return agent, {"messages": [HumanMessage("go")]}, policy

@@ -31,7 +31,9 @@ from ctxwarden.trace import TraceStore
 from views import Views
 
 WINDOW = 4_000
-THOUGHT = "Let me think about the parser carefully. " * 40  # ~400 tokens of assistant text: clearing cannot touch it
+# ~400 tokens of assistant text per step; clear_call_text=False keeps it in view, so the window fills and folds
+THOUGHT = "Let me think about the parser carefully. " * 40
+POLICY = ContextPolicy(clear_call_text=False)
 
 
 @tool
@@ -69,7 +71,7 @@ def _steps(n: int, start: int = 0) -> list[AIMessage]:
     ]
 
 
-def _agent(tmp_path: Path, replies: list, *, summarizer: Any = DETERMINISTIC, policy: ContextPolicy | None = None):
+def _agent(tmp_path: Path, replies: list, *, summarizer: Any = DETERMINISTIC, policy: ContextPolicy = POLICY):
     views = Views()
     backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
     middleware = context_middleware(
@@ -334,6 +336,7 @@ def test_switching_to_a_smaller_window_folds_before_the_call(tmp_path: Path) -> 
         [fetch],
         state_dir=tmp_path,
         summarizer=DETERMINISTIC,
+        policy=POLICY,
     )
     big.invoke({"messages": [HumanMessage("go")]}, config)
     big.checkpointer.conn.close()
@@ -342,6 +345,7 @@ def test_switching_to_a_smaller_window_folds_before_the_call(tmp_path: Path) -> 
         [fetch],
         state_dir=tmp_path,
         summarizer=DETERMINISTIC,
+        policy=POLICY,
     )
     out = small.invoke({"messages": [HumanMessage("continue")]}, config)
     small.checkpointer.conn.close()
@@ -420,7 +424,9 @@ class RefusingBackend(FilesystemBackend):
 def test_a_history_that_cannot_be_written_keeps_the_turns_in_view(tmp_path: Path) -> None:
     views = Views()
     backend = ThreadIsolatedBackend(RefusingBackend(root_dir=tmp_path, virtual_mode=True))
-    middleware = context_middleware(trace=tmp_path / "trace.sqlite", backend=backend, summarizer=DETERMINISTIC)
+    middleware = context_middleware(
+        policy=POLICY, trace=tmp_path / "trace.sqlite", backend=backend, summarizer=DETERMINISTIC
+    )
     model = scripted_model([*_steps(12), AIMessage("done")], window=WINDOW)
     agent = create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=InMemorySaver())
     agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "ro"}})

@@ -36,7 +36,8 @@ from ctxwarden.trace import TraceStore
 from test_fold_prepare import _thread
 
 WINDOW = 6_000
-THOUGHT = "Let me think about the parser carefully. " * 40  # ~400 tokens per step that clearing cannot touch
+# ~400 tokens of assistant text per step; clear_call_text=False (in `_run`) keeps it in view: the window fills and folds
+THOUGHT = "Let me think about the parser carefully. " * 40
 SUMMARY = "\n".join(f"## {name}\n- from the agent's own model" for name in SECTIONS)
 
 
@@ -76,6 +77,7 @@ def _steps(n: int) -> list[AIMessage]:
 def _run(tmp_path: Path, policy: ContextPolicy) -> tuple[AgentModel, Any, dict[str, Any]]:
     model = AgentModel(messages=iter([*_steps(16), AIMessage("done")]), profile={"max_input_tokens": WINDOW})
     backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+    policy = policy.replace(clear_call_text=False)  # the THOUGHT of each step stays in view: the window fills, folds
     middleware = context_middleware(policy=policy, trace=tmp_path / "trace.sqlite", backend=backend)
     agent = create_agent(
         model, [fetch], system_prompt="You fix parsers.", middleware=middleware, checkpointer=InMemorySaver()

@@ -26,6 +26,7 @@ from views import Views
 
 WINDOW = 4_000
 TASK = "Fix the parser.\nNever touch tests/legacy.\nRun pytest -q before you finish."
+POLICY = ContextPolicy(clear_call_text=False)  # clearing leaves each step's text in view
 
 
 @tool
@@ -48,14 +49,14 @@ class Summarizer(ScriptedChatModel):
 
 
 def _steps(n: int) -> list[AIMessage]:
-    thought = "Let me read the next page of the parser. " * 20
+    thought = "Let me read the next page of the parser. " * 20  # kept in view by POLICY: the window fills and folds
     return [AIMessage(thought, tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"f{i}"}]) for i in range(n)]
 
 
 def _run(tmp_path: Path, task: str, summarizer: Any = DETERMINISTIC) -> tuple[Any, Views, dict[str, Any]]:
     views = Views()
     backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
-    middleware = context_middleware(backend=backend, summarizer=summarizer, policy=ContextPolicy(fold_prepare_ahead=0))
+    middleware = context_middleware(backend=backend, summarizer=summarizer, policy=POLICY.replace(fold_prepare_ahead=0))
     model = scripted_model([*_steps(30), AIMessage("done")], window=WINDOW)
     agent = create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "pin"}}
@@ -142,7 +143,7 @@ async def test_a_resumed_process_folding_in_the_background_keeps_the_task_first(
 
     def agent(script: list[AIMessage]) -> Any:
         backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
-        middleware = context_middleware(backend=backend, summarizer=DETERMINISTIC)
+        middleware = context_middleware(backend=backend, summarizer=DETERMINISTIC, policy=POLICY)
         model = scripted_model(script, window=WINDOW)
         return create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=saver)
 

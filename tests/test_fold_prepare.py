@@ -38,7 +38,8 @@ from ctxwarden.trace import TraceStore
 from views import Views
 
 WINDOW = 6_000
-THOUGHT = "Let me think about the parser carefully. " * 40  # ~400 tokens per step that clearing cannot touch
+# ~400 tokens of assistant text per step; clear_call_text=False (in `_agent`) keeps it in view: the window fills, folds
+THOUGHT = "Let me think about the parser carefully. " * 40
 PREPARERS: list[Preparer] = []
 """The preparers of the agents under test: a tool call waits for a summary being prepared (see `fetch`)."""
 
@@ -85,6 +86,7 @@ def _agent(tmp_path: Path, replies: list[AIMessage], policy: ContextPolicy) -> t
     summarizer = Summarizer(messages=iter(()), profile={"max_input_tokens": 100_000}, name="summarizer")
     summarizer._views = views
     backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+    policy = policy.replace(clear_call_text=False)  # the THOUGHT of each step stays in view
     middleware = context_middleware(
         policy=policy, trace=tmp_path / "trace.sqlite", backend=backend, summarizer=summarizer
     )
@@ -192,7 +194,14 @@ def test_a_preparation_made_before_another_fold_is_never_applied(tmp_path: Path)
     agent, _views, _summarizer, config = _prepared_then_paused(tmp_path)
     backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
     trace = tmp_path / "trace.sqlite"
-    compact(agent, config, summarizer="deterministic", backend=backend, trace=trace, policy=ContextPolicy())
+    compact(
+        agent,
+        config,
+        summarizer="deterministic",
+        backend=backend,
+        trace=trace,
+        policy=ContextPolicy(clear_call_text=False),
+    )
 
     agent.invoke({"messages": [HumanMessage("Go on.")]}, config)
     records = Folds.from_state(agent.get_state(config).values).records

@@ -22,8 +22,9 @@ from views import Views
 
 WINDOW = 6_000
 SENTENCE = "Let me think about the parser carefully. "
-THOUGHT = SENTENCE * 41  # ~400 tokens of assistant text: clearing cannot touch it
-POLICY = ContextPolicy(window=WINDOW, summarize_at=0.95)  # folds only past critical: the gauge goes ok, warn, critical
+THOUGHT = SENTENCE * 41  # ~400 tokens of assistant text per step, kept in view by clear_call_text=False below
+# keeps each step's text in view, so the window fills, and folds only past critical: the gauge goes ok, warn, critical
+POLICY = ContextPolicy(window=WINDOW, summarize_at=0.95, clear_call_text=False)
 
 
 @tool

@@ -31,6 +31,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
+from ctxwarden import ContextPolicy
 from ctxwarden.clip.names import call_key, result_path
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.curate.fork import list_units
@@ -56,6 +57,8 @@ TEST_LOG = "\n".join(
     + [f"tests/test_lexer.py::test_token_{i} PASSED" for i in range(250)]
 )
 THOUGHT = "Let me read the next page of the parser design before deploying anything. " * 25
+POLICY = ContextPolicy(clear_call_text=False)
+"""Clearing keeps each page's THOUGHT in view, so the window fills and folds."""
 
 LOAD_THREADS_PER_WORKER = 4
 LOAD_TURNS = 4
@@ -148,7 +151,7 @@ def _tool_result(out: dict[str, Any], call_id: str) -> str:
 
 def _agent(worker: Any, replies: list[AIMessage]) -> Any:
     model = scripted_model(replies, window=WINDOW)
-    return worker.worker_agent(model, TOOLS, interrupt_on={"deploy": True}, summarizer=DETERMINISTIC)
+    return worker.worker_agent(model, TOOLS, interrupt_on={"deploy": True}, summarizer=DETERMINISTIC, policy=POLICY)
 
 
 def handle(worker: Any, op: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -10,14 +10,15 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from ctxwarden import Session
+from ctxwarden import ContextPolicy, Session
 from ctxwarden.clip import make_recall_tool
 from ctxwarden.clip.search import PAGE_TOKENS
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.replay import scripted_model
 
 WINDOW = 8_000
-THOUGHT = "Let me think about the parser carefully. " * 40  # ~400 tokens the clearing cannot touch
+THOUGHT = "Let me think about the parser carefully. " * 40  # ~400 tokens per step; kept in view by POLICY
+POLICY = ContextPolicy(clear_call_text=False)  # the reasoning stays, so the window fills and folds
 
 OUTPUTS = {
     "build": "compiling parser\n" + "step ok\n" * 30 + "Traceback (most recent call last):\n"
@@ -71,7 +72,7 @@ def test_search_finds_what_was_cleared_evicted_clipped_and_folded(tmp_path: Path
         AIMessage("done"),
     ]
     model = scripted_model(script, window=WINDOW)
-    with Session(model, [sh], state_dir=tmp_path, thread_id="t", summarizer="deterministic") as session:
+    with Session(model, [sh], state_dir=tmp_path, thread_id="t", summarizer="deterministic", policy=POLICY) as session:
         out = session.invoke("Fix the build. Remember the word ZEBRA-UMBRELLA.")
         stamps = [m.response_metadata["ctxwarden"] for m in out["messages"] if isinstance(m, AIMessage)]
     answers = _answers(out["messages"])

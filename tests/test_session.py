@@ -13,10 +13,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, messages_to_dict
 from langchain_core.tools import tool
 
-from ctxwarden import DETERMINISTIC, CtxwardenError, ForkError, Session, create_context_agent
+from ctxwarden import DETERMINISTIC, ContextPolicy, CtxwardenError, ForkError, Session, create_context_agent
 from ctxwarden.replay import scripted_model
 from ctxwarden.trace import TraceStore
 
+# ~400 tokens of assistant text per step; where a test sets clear_call_text=False it stays in view and fills the window
 THOUGHT = "Reasoning about the next step in some detail. " * 40
 
 
@@ -58,7 +59,8 @@ async def test_async_session(state_dir: Path) -> None:
 def test_switching_to_a_small_window_and_back(state_dir: Path) -> None:
     big = scripted_model([*_steps(16), AIMessage("big done"), AIMessage("big again")], window=200_000, name="big")
     small = scripted_model(["small done"], window=8_000, name="small")
-    with Session(big, [fetch], state_dir=state_dir, summarizer=DETERMINISTIC) as session:
+    policy = ContextPolicy(clear_call_text=False)  # clearing alone cannot bring THOUGHT under the small window
+    with Session(big, [fetch], state_dir=state_dir, summarizer=DETERMINISTIC, policy=policy) as session:
         session.invoke("read every page")
         before = session.context()
         assert before.window == 200_000

@@ -11,13 +11,13 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ctxwarden import context_middleware
+from ctxwarden import ContextPolicy, context_middleware
 from ctxwarden.core.stream import STREAM_KEY
 from ctxwarden.replay import scripted_model
 from ctxwarden.trace import TraceStore
 
 WINDOW = 6_000
-THOUGHT = "Let me think about the parser carefully. " * 30
+THOUGHT = "Let me think about the parser carefully. " * 30  # ~300 tokens of assistant text per step
 
 
 @tool
@@ -30,7 +30,8 @@ def _agent(tmp_path: Path) -> Any:
     replies = [
         AIMessage(THOUGHT, tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"f{i}"}]) for i in range(24)
     ]
-    middleware = context_middleware(state_dir=tmp_path, summarizer="deterministic")
+    policy = ContextPolicy(clear_call_text=False)  # clearing keeps THOUGHT in view: the window fills and folds
+    middleware = context_middleware(state_dir=tmp_path, summarizer="deterministic", policy=policy)
     model = scripted_model([*replies, AIMessage("done")], window=WINDOW)
     return create_agent(model, [fetch], middleware=middleware, checkpointer=InMemorySaver())
 

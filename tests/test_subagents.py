@@ -19,13 +19,21 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
-from ctxwarden import DETERMINISTIC, ThreadIsolatedBackend, context_middleware, create_context_agent, managed_subagents
+from ctxwarden import (
+    DETERMINISTIC,
+    ContextPolicy,
+    ThreadIsolatedBackend,
+    context_middleware,
+    create_context_agent,
+    managed_subagents,
+)
 from ctxwarden.replay import ScriptedChatModel, scripted_model
 from ctxwarden.thread.checkpoints import open_checkpointer
 from ctxwarden.trace import TraceStore
 
 WORKER_WINDOW = 8_000
-THOUGHT = "Checking the next page of the report before moving on. " * 20
+THOUGHT = "Checking the next page of the report before moving on. " * 20  # kept in view by POLICY
+POLICY = ContextPolicy(clear_call_text=False)  # clearing leaves THOUGHT, so the worker's window fills and folds
 LOG = "\n".join(f"build line {i}: compiled module_{i}" for i in range(1_500))
 
 
@@ -101,6 +109,7 @@ def test_a_custom_subagent_evicts_clears_and_folds_under_its_namespace(state_dir
         [],
         state_dir=state_dir,
         summarizer=DETERMINISTIC,
+        policy=POLICY,
         subagents=[_worker_spec()],
     )
     config = {"configurable": {"thread_id": "boss"}}
@@ -113,7 +122,9 @@ def test_with_create_deep_agent_managed_subagents_does_the_same(state_dir: Path,
     """The documented way for callers who build their own deep agent."""
     state_dir.mkdir(parents=True)
     backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=state_dir, virtual_mode=True))
-    stack = context_middleware(backend=backend, trace=state_dir / "trace.sqlite", summarizer=DETERMINISTIC)
+    stack = context_middleware(
+        backend=backend, trace=state_dir / "trace.sqlite", summarizer=DETERMINISTIC, policy=POLICY
+    )
     agent = create_deep_agent(
         scripted_model(_main_script(), window=200_000),
         [],

@@ -16,6 +16,7 @@ from langchain.agents.middleware.types import AgentState, PrivateStateAttr
 from langchain_core.messages import AIMessage, BaseMessage
 
 from ctxwarden.clip.index import ThreadIndex
+from ctxwarden.clip.placeholders import has_text
 from ctxwarden.core.gist import Gist
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.stamp import content_signature
@@ -112,9 +113,25 @@ def _extended(stored: Any, entries: Mapping[str, tuple[int, ...]], added: Sequen
     return out
 
 
+def call_key(message: AIMessage, results: Set[str], args: Set[str], text: bool = True) -> tuple[str, ...] | None:
+    """What hides part of a calling message: `("call", *clipped ids)` when every result it called for is hidden
+    (its text goes too, if `text`), `("args", *clipped ids)` when only arguments are; `None` when nothing is."""
+    calls = message.tool_calls
+    ids = tuple(sorted(str(c["id"]) for c in calls if c.get("id") in args)) if args else ()
+    if text and results and has_text(message) and all(c.get("id") in results for c in calls):
+        return ("call", *ids)
+    return ("args", *ids) if ids else None
+
+
 def placeholder_key(message: BaseMessage, key: tuple[str, ...]) -> str:
-    """How `Boundary.counts` names a placeholder: the cleared result's call id, or `args:` and the clipped call ids."""
-    return str(getattr(message, "tool_call_id", "")) if key[0] == "result" else "args:" + ",".join(key[1:])
+    """How `Boundary.counts` names a placeholder: the cleared result's call id, `args:` and the clipped call ids, or
+    `call:`, the message's first call id, `/` and the clipped call ids (its text left out)."""
+    if key[0] == "result":
+        return str(getattr(message, "tool_call_id", ""))
+    if key[0] == "args":
+        return "args:" + ",".join(key[1:])
+    first = str(message.tool_calls[0].get("id")) if isinstance(message, AIMessage) and message.tool_calls else ""
+    return f"call:{first}/" + ",".join(key[1:])
 
 
 def boundary_of(index: ThreadIndex, state: Any) -> Boundary:
@@ -163,11 +180,12 @@ def remembered(
         for call_id in new_results
         if call_id not in counts and call_id in index.result_at
     ]
-    for position in sorted({index.caller_at[call_id] for call_id in new_args if call_id in index.caller_at}):
+    callers = index.caller_at  # a call's message changes when its arguments are clipped or its last result hidden
+    for position in sorted({callers[c] for calls in (new_args, new_results) for c in calls if c in callers}):
         message = index.messages[position]
         assert isinstance(message, AIMessage)
-        key = ("args", *sorted(str(c["id"]) for c in message.tool_calls if c.get("id") in clipped))
-        if placeholder_key(message, key) not in counts:
+        key = call_key(message, cleared, clipped, index.policy.clear_call_text)
+        if key is not None and placeholder_key(message, key) not in counts:
             shown.append((message, key))
     added: list[str] = []
     for message, key in shown:
@@ -186,7 +204,20 @@ def remembered(
 def _counted_calls(counts: Mapping[str, tuple[int, ...]]) -> set[str]:
     """The calls whose arguments' placeholder `counts` holds. A call's message is keyed by its calls clipped so far,
     a set that only grows: once each of them is named here, its current key is, so `remembered` need not build it."""
-    return {call_id for key in counts if key.startswith("args:") for call_id in key[5:].split(",")}
+    named = (key[5:] if key.startswith("args:") else key.partition("/")[2] for key in counts if key[:5] in _CALLS)
+    return {call_id for ids in named if ids for call_id in ids.split(",")}
 
 
-__all__ = ["CLIP_STATE_KEY", "Boundary", "ClipState", "Made", "boundary_of", "placeholder_key", "remembered"]
+_CALLS = ("args:", "call:")
+
+
+__all__ = [
+    "CLIP_STATE_KEY",
+    "Boundary",
+    "ClipState",
+    "Made",
+    "boundary_of",
+    "call_key",
+    "placeholder_key",
+    "remembered",
+]

@@ -4,7 +4,9 @@ When a call would pass `clear_at` of the window, the oldest results (stale `read
 results first) and the large arguments of older calls are replaced by placeholders,
 in one batch, until the call is down to `clear_to` (a batch too small to be worth a
 cache miss waits, unless the call is past the fold threshold); the newest `keep_tool_results`
-results and calls stay verbatim, and `clear_exclude_tools` are never touched. The
+results and calls stay verbatim, and `clear_exclude_tools` are never touched. A call
+whose every result is cleared leaves its text out too (`clip.placeholders`), and a result
+no larger than its placeholder stays whole, so clearing it takes only that text. The
 batch's call ids are kept in private state: every later call replaces exactly those
 again, with the same bytes, so consecutive calls share their prefix until the trigger
 fires again (stock `ClearToolUsesEdit` clears one more result on every call, which
@@ -28,8 +30,16 @@ from typing import Any, cast
 from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
-from ctxwarden.clip.boundary import CLIP_STATE_KEY, Boundary, ClipState, boundary_of, placeholder_key, remembered
-from ctxwarden.clip.index import MAX_THREADS, ThreadIndex
+from ctxwarden.clip.boundary import (
+    CLIP_STATE_KEY,
+    Boundary,
+    ClipState,
+    boundary_of,
+    call_key,
+    placeholder_key,
+    remembered,
+)
+from ctxwarden.clip.index import MAX_THREADS, ThreadIndex, result_saving
 from ctxwarden.clip.ledger import ThreadLedgers, TokenLedger
 from ctxwarden.clip.mask import NO_MASK, Mask, advance_pays, due_turns, last_masked, mask_of, masked_turns
 from ctxwarden.clip.order import superseded
@@ -260,9 +270,9 @@ class ClearLayer:
         for message in messages:
             if isinstance(message, ToolMessage) and message.tool_call_id in results:
                 out.append(self._replace(message, ("result",)))
-            elif isinstance(message, AIMessage) and message.tool_calls and args:
-                ids = tuple(sorted(str(c["id"]) for c in message.tool_calls if c.get("id") in args))
-                out.append(self._replace(message, ("args", *ids)) if ids else message)
+            elif isinstance(message, AIMessage) and message.tool_calls:
+                key = call_key(message, results, args, self.policy.clear_call_text)
+                out.append(self._replace(message, key) if key else message)
             else:
                 out.append(message)
         return out
@@ -277,6 +287,9 @@ class ClearLayer:
         if key[0] == "result":
             assert isinstance(message, ToolMessage)
             tokens = self.meter.message_tokens(message)
+            if result_saving(tokens, self.policy) <= 0:  # no smaller than its placeholder: it stays whole
+                self._replacements[id(message)] = (message, key, message, None)
+                return message
             found = self._gist(message, tokens)
             if isinstance(found, MadeAhead):  # rendered and counted in the background
                 made, replacement = found.gist, found.placeholder
@@ -285,7 +298,7 @@ class ClearLayer:
                 made, replacement = found, result_placeholder(message, tokens, found)
         else:
             assert isinstance(message, AIMessage)
-            replacement = args_placeholder(message, set(key[1:]))
+            replacement = args_placeholder(message, set(key[1:]), keep_text=key[0] == "args")
         same_counter = self._stored.counted_by == self.meter.count_key
         counted = self._stored.counts.get(placeholder_key(message, key)) if same_counter else None
         if counted and list(counted[1:]) == content_signature(replacement):  # counted when cleared, maybe elsewhere

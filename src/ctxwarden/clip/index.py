@@ -8,7 +8,8 @@ that message; a list that does not extend the indexed one (another thread, a fol
 view, a fork) is indexed again from its start.
 
 What clearing would free is an *estimate* (a result's tokens less its gist budget and its
-pointer line; a clipped argument's tokens less its pointer), the same one for every call, so
+pointer line, or nothing for a result smaller than that, plus the text of its call's message,
+which leaves with it; a clipped argument's tokens less its pointer), the same one for every call, so
 that weighing the candidates never builds a placeholder clearing may not make, and a
 deferred batch is weighed in O(1): the batch's own placeholders are measured once made.
 
@@ -28,6 +29,9 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from ctxwarden.core.list_totals import starts_with
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
+
+FRAMING_TOKENS = 8
+"""About what a calling message costs besides its text and its arguments (framing, role, tool name)."""
 
 POINTER_TOKENS = 60
 """About what a placeholder's pointer line costs (tool, size, line counts, the `recall` call, a file path)."""
@@ -123,7 +127,8 @@ class ThreadIndex:
             self.tool_results.append(position)
             self.result_at[message.tool_call_id] = position
             if (message.name or self.names.get(message.tool_call_id)) not in excluded:
-                self._take(self.results, position, message.tool_call_id, self._result_saving(message))
+                saving = max(0, self._result_saving(message))  # a result smaller than a placeholder stays whole
+                self._take(self.results, position, message.tool_call_id, saving + self._caller_text(position))
         elif isinstance(message, AIMessage) and message.tool_calls:
             self.callers.append(position)
             sizes = self.meter.call_args_tokens(message)
@@ -138,6 +143,21 @@ class ThreadIndex:
 
     def _result_saving(self, message: ToolMessage) -> int:
         return result_saving(self.meter.message_tokens(message), self.policy)
+
+    def _caller_text(self, result_at: int) -> int:
+        """The text tokens of the message that made the result at `result_at`, when that is its only call: hiding the
+        result hides the text too (`clip.placeholders`). Estimated from counts the meter has: it tokenizes nothing."""
+        message = self.messages[result_at]
+        assert isinstance(message, ToolMessage)
+        position = self.caller_at.get(message.tool_call_id)
+        if position is None or not self.policy.clear_call_text:
+            return 0
+        caller = self.messages[position]
+        assert isinstance(caller, AIMessage)
+        if len(caller.tool_calls) != 1 or not caller.content:
+            return 0
+        calls = sum(self.meter.call_args_tokens(caller).values())
+        return max(0, self.meter.message_tokens(caller) - calls - FRAMING_TOKENS)
 
     def _take(self, into: list[Candidate], position: int, call_id: str, saving: int) -> None:
         if saving > 0:
@@ -203,4 +223,4 @@ class ThreadIndex:
         return message
 
 
-__all__ = ["MAX_THREADS", "POINTER_TOKENS", "Candidate", "ThreadIndex", "result_saving"]
+__all__ = ["FRAMING_TOKENS", "MAX_THREADS", "POINTER_TOKENS", "Candidate", "ThreadIndex", "result_saving"]

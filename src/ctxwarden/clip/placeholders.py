@@ -6,6 +6,9 @@ back. A cleared result keeps its gist; a clipped argument (a script, a file body
 wrote) keeps its first line and the lines that write a file, whole and verbatim, so the paths
 it wrote stay in view as long as the call does. (Keeping more of a script's lines, chosen as
 a gist's are, was measured on recorded sessions: the larger view folded sooner and kept less.)
+A call whose every result is out of the view loses its text as well: the reasoning about a result leaves with
+the result (whose gist keeps the lines worth keeping), the call itself stays. (Measured on recorded sessions: the
+smaller view clears and folds less often, and keeps more of what the agent later uses.)
 They are built from the message alone, so the same message always gets the same bytes:
 consecutive calls share their prefix and a provider's prompt cache keeps hitting.
 """
@@ -54,8 +57,11 @@ def result_placeholder(message: ToolMessage, tokens: int, excerpt: Gist | None =
     )
 
 
-def args_placeholder(message: AIMessage, call_ids: set[str]) -> AIMessage:
-    """`message` with the large arguments of the calls in `call_ids` replaced; ids and names stay valid."""
+def args_placeholder(message: AIMessage, call_ids: set[str], *, keep_text: bool = True) -> AIMessage:
+    """`message` with the large arguments of the calls in `call_ids` replaced; ids and names stay valid.
+
+    Without `keep_text` its text is left out too (every result it called for is out of the view): the calls stay,
+    and `recall(call_id=..., part="text")` returns the text."""
     calls = []
     for call in message.tool_calls:
         if call.get("id") in call_ids:
@@ -68,19 +74,36 @@ def args_placeholder(message: AIMessage, call_ids: set[str]) -> AIMessage:
             {**b, "input": clipped[b["id"]]} if isinstance(b, dict) and b.get("id") in clipped and "input" in b else b
             for b in content
         ]
+    if not keep_text:
+        content = [b for b in content if not _is_text(b)] if isinstance(content, list) else ""
     extra = {k: v for k, v in message.additional_kwargs.items() if k not in {"tool_calls", "function_call"}}
     record = message.response_metadata.get(METADATA_KEY) or {}
+    marks: dict[str, Any] = {"clipped_args": sorted(call_ids)}
+    if not keep_text:
+        marks["text_cleared"] = True
     return message.model_copy(
         update={
             "tool_calls": calls,
             "content": content,
             "additional_kwargs": extra,
-            "response_metadata": {
-                **message.response_metadata,
-                METADATA_KEY: {**record, "clipped_args": sorted(call_ids)},
-            },
+            "response_metadata": {**message.response_metadata, METADATA_KEY: {**record, **marks}},
         }
     )
+
+
+def has_text(message: AIMessage) -> bool:
+    """Whether `message` says anything besides its calls."""
+    content = message.content
+    return bool(content) if isinstance(content, str) else any(_is_text(b) and _block_text(b) for b in content)
+
+
+def _block_text(block: Any) -> str:
+    return block if isinstance(block, str) else str(block.get("text") or "")
+
+
+def _is_text(block: Any) -> bool:
+    """A text block of a list content (a provider's tool-use, thinking and other blocks are kept)."""
+    return isinstance(block, str) or (isinstance(block, dict) and block.get("type") == "text")
 
 
 def _clip_args(call_id: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -129,6 +152,7 @@ __all__ = [
     "RECALL_REFERENCE",
     "args_lines",
     "args_placeholder",
+    "has_text",
     "is_cleared",
     "result_placeholder",
 ]

@@ -2,9 +2,11 @@
 
 Every placeholder names a call id; `recall(call_id)` returns that call's original
 result — read from the checkpointed thread, or, for a result evicted at arrival,
-from its file, byte for byte — and `recall(call_id, part="args")` returns the call's
-original arguments. Output is paged (`page`, `limit`) so a recall never floods the
-window it is meant to spare; `page` pages a search's hits the same way, one argument for both.
+from its file, byte for byte — `recall(call_id, part="args")` returns the call's
+original arguments, and `recall(call_id, part="text")` the text of the message that made
+it (left out of the view once all of that message's results are). Output is paged
+(`page`, `limit`) so a recall never floods the window it is meant to spare; `page`
+pages a search's hits the same way, one argument for both.
 
 `recall(query=...)` searches instead: every line of everything this conversation held
 that matches, with what became of it (see `ctxwarden.clip.search`). What it searches is
@@ -40,7 +42,8 @@ DEFAULT_LIMIT = 8_000
 MAX_LIMIT = 50_000
 
 DESCRIPTION = (
-    "Get back what left your context. recall(call_id=...): a call's original result (part='args': its arguments). "
+    "Get back what left your context. recall(call_id=...): a call's original result (part='args': its arguments; "
+    "'text': what you wrote with it). "
     "recall(query=...): search all of it (regex=True: a regular expression). page=2, 3, ...: the next page."
 )
 """Every call carries this schema, so it is kept short: each token of it is paid on every model call."""
@@ -143,15 +146,27 @@ def original_result(messages: list[BaseMessage], call_id: str, backend: Any) -> 
 
 def original_args(messages: list[BaseMessage], reference: str) -> str | None:
     """The original arguments of the call `reference` names (a call id, or `call id#key`), as JSON."""
+    found = _calling(messages, reference)
+    return json.dumps(found[1].get("args", {}), ensure_ascii=False, indent=1) if found else None
+
+
+def original_text(messages: list[BaseMessage], reference: str) -> str | None:
+    """The text of the message that made the call `reference` names (a call id, or `call id#key`)."""
+    found = _calling(messages, reference)
+    return text_of(found[0]) if found else None
+
+
+def _calling(messages: list[BaseMessage], reference: str) -> tuple[AIMessage, Any] | None:
+    """The last message that made the call `reference` names, and that call."""
     call_id, key = split_recall_id(reference)
     found = [
-        call
+        (message, call)
         for message in messages
         if isinstance(message, AIMessage)
         for i, call in enumerate(message.tool_calls)
         if call.get("id") == call_id and (key is None or call_key(message.id, i) == key)
     ]
-    return json.dumps(found[-1].get("args", {}), ensure_ascii=False, indent=1) if found else None
+    return found[-1] if found else None
 
 
 def page(text: str, number: int, limit: int) -> str:
@@ -189,7 +204,7 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
         query: str = "",
         regex: bool = False,
         page: int = 1,
-        part: Literal["result", "args"] = "result",
+        part: Literal["result", "args", "text"] = "result",
         limit: int = DEFAULT_LIMIT,
     ) -> str:
         if not call_id:
@@ -197,8 +212,8 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
                 return '[ctxwarden: pass call_id="..." (from a placeholder) or query="..." (text to search for).]'
             return search(state, searched, query, regex, page, counting)
         messages = list(state.get("messages", []))
-        if part == "args":
-            text = original_args(messages, call_id)
+        if part in ("args", "text"):
+            text = original_args(messages, call_id) if part == "args" else original_text(messages, call_id)
             if text is None:
                 return f"[ctxwarden: this thread has no tool call with call id {call_id!r}; check the placeholder.]"
             return page_of(text, page, limit)
@@ -220,6 +235,7 @@ __all__ = [
     "make_recall_tool",
     "original_args",
     "original_result",
+    "original_text",
     "own_scope",
     "page",
     "search",

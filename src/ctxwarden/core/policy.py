@@ -71,6 +71,10 @@ class ContextPolicy:
     clip_tool_args: bool = True
     """Clearing also clips large tool-call arguments in older turns."""
 
+    clear_call_text: bool = True
+    """A call whose every result is cleared leaves its text out of the view too: the reasoning about a result goes
+    with it (the result's gist keeps its distinctive lines); the call stays, and `recall(part="text")` returns it."""
+
     clip_args_min_tokens: int = 200
     """Tool-call arguments at least this large are clipped in older turns."""
 

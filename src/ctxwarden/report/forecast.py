@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ctxwarden.clip.order import kept_results
-from ctxwarden.clip.placeholders import is_cleared
+from ctxwarden.clip.placeholders import has_text, is_cleared
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.core.text import text_of
 from ctxwarden.report.figures import ReportFigures
 
 OVERHEAD_WARN_SHARE = 0.5
@@ -133,10 +134,15 @@ def out_of_reach(messages: Sequence[BaseMessage], meter: TokenMeter, policy: Con
     callers = [m for m in messages if isinstance(m, AIMessage)]
     recent = {id(m) for m in [m for m in callers if m.tool_calls][-policy.keep_tool_results :]}
     recent = recent if policy.keep_tool_results else set()
+    answered = {m.tool_call_id for m in results}
     for message in callers:
         if is_cleared(message):
             continue
         clippable = 0
+        if policy.clear_call_text and message.tool_calls and has_text(message):  # its text leaves with its results
+            ids = [str(c["id"]) for c in message.tool_calls]
+            if all(i in answered and i not in newest and names.get(i) not in pinned for i in ids):
+                clippable += meter.counter(text_of(message))
         if policy.clip_tool_args and id(message) not in recent:
             for call in message.tool_calls:
                 size = meter.counter(json.dumps(call.get("args", {}), ensure_ascii=False, sort_keys=True, default=str))
