@@ -13,9 +13,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from ctxwarden import ContextPolicy, TokenMeter, context_middleware
 from ctxwarden.clip import CLIP_STATE_KEY, ClearLayer, make_recall_tool
 from ctxwarden.clip.boundary import Boundary
-from ctxwarden.clip.clear import NO_MASK, last_view
+from ctxwarden.clip.clear import NO_MASK
 from ctxwarden.clip.index import FRAMING_TOKENS, ThreadIndex, result_saving
 from ctxwarden.clip.placeholders import args_placeholder, is_cleared
+from ctxwarden.clip.shown import last_view
 from ctxwarden.replay import scripted_model
 from views import Views
 

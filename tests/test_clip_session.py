@@ -11,9 +11,9 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from ctxwarden import DEFAULT_POLICY, ReplayChatModel, create_context_agent
 from ctxwarden.clip import CLIP_STATE_KEY, make_recall_tool
-from ctxwarden.clip.clear import last_view
 from ctxwarden.clip.placeholders import RECALL_REFERENCE
 from ctxwarden.clip.recoverability import check_outputs
+from ctxwarden.clip.shown import last_view
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import decode
 from ctxwarden.replay import Recording, replay_tools

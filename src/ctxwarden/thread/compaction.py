@@ -18,7 +18,8 @@ from typing import Any
 from deepagents.backends import FilesystemBackend
 from langchain_core.runnables import RunnableConfig
 
-from ctxwarden.clip.clear import CLIP_STATE_KEY, current_view
+from ctxwarden.clip.clear import CLIP_STATE_KEY
+from ctxwarden.clip.shown import current_view
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.layout import TRACE_FILE
 from ctxwarden.core.meter import TokenMeter

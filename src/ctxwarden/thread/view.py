@@ -12,7 +12,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from ctxwarden.clip.clear import CLIP_STATE_KEY, ClipState, current_view
+from ctxwarden.clip.clear import CLIP_STATE_KEY, ClipState
+from ctxwarden.clip.shown import current_view
 from ctxwarden.core.gauge_note import NoteState
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
