@@ -16,6 +16,7 @@ from ctxwarden.clip.boundary import Boundary
 from ctxwarden.clip.clear import NO_MASK
 from ctxwarden.clip.index import FRAMING_TOKENS, ThreadIndex, result_saving
 from ctxwarden.clip.placeholders import args_placeholder, is_cleared
+from ctxwarden.clip.search import message_sources
 from ctxwarden.clip.shown import last_view
 from ctxwarden.replay import scripted_model
 from views import Views
@@ -156,3 +157,11 @@ def test_a_result_smaller_than_its_placeholder_stays_whole_while_its_call_loses_
     assert shown[2] is messages[2]
     assert shown[1].content == ""
     assert shown[1].tool_calls == messages[1].tool_calls
+
+
+def test_a_search_marks_a_cleared_call_s_text_as_cleared() -> None:
+    thread, views, _state = _run(ContextPolicy())
+    sources = message_sources(thread, views[-1], lambda _paths: {})
+    texts = {s.text: s.status for s in sources if s.what == "assistant"}
+    assert texts[thought(0)] == "cleared"  # out of the view, with its result
+    assert texts[thought(15)] == "in view"  # the newest call keeps its text

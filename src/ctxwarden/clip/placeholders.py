@@ -142,6 +142,12 @@ def args_lines(lines: list[str]) -> list[int]:
     return sorted(keep)
 
 
+def text_cleared(message: Any) -> bool:
+    """Whether `message` is a call shown without its text (every result it called for is cleared)."""
+    record = getattr(message, "response_metadata", {}).get(METADATA_KEY)
+    return isinstance(record, dict) and bool(record.get("text_cleared"))
+
+
 def is_cleared(message: Any) -> bool:
     record = getattr(message, "response_metadata", {}).get(METADATA_KEY)
     return isinstance(record, dict) and bool(record.get("cleared"))
@@ -155,4 +161,5 @@ __all__ = [
     "has_text",
     "is_cleared",
     "result_placeholder",
+    "text_cleared",
 ]

@@ -26,7 +26,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxwarden.clip.evict import RECALL_TOOL
-from ctxwarden.clip.placeholders import is_cleared
+from ctxwarden.clip.placeholders import is_cleared, text_cleared
 from ctxwarden.core.gauge_note import NOTE_SOURCE
 from ctxwarden.core.layout import HISTORY_DIR, LARGE_RESULTS_DIR, safe_component
 from ctxwarden.core.stamp import METADATA_KEY
@@ -146,7 +146,8 @@ def message_sources(
         elif isinstance(message, AIMessage):
             text = content_text(message.content)
             if text.strip():
-                status, lines = _status(seen, shown), _shown(seen, quoted)
+                status = "cleared" if seen is not None and text_cleared(seen) else _status(seen, shown)
+                lines = _shown(seen, quoted)
                 found.append(replace(one, text=text, what="assistant", status=status, turn=turn, shown=lines))
             shown_calls = {str(c.get("id")): c for c in seen.tool_calls} if isinstance(seen, AIMessage) else {}
             for call in message.tool_calls:
