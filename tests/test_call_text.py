@@ -165,3 +165,17 @@ def test_a_search_marks_a_cleared_call_s_text_as_cleared() -> None:
     texts = {s.text: s.status for s in sources if s.what == "assistant"}
     assert texts[thought(0)] == "cleared"  # out of the view, with its result
     assert texts[thought(15)] == "in view"  # the newest call keeps its text
+
+
+def test_a_provider_s_blocks_are_weighed_by_their_text_not_by_the_arguments_they_repeat() -> None:
+    """Anthropic-style content repeats a call's arguments in its tool-use block: only the text leaves with the result,
+    so only the text is counted as freed."""
+    meter, policy = TokenMeter(), ContextPolicy()
+    said = "Reading the parser table on page 1 next. " * 8
+    use = {"type": "tool_use", "id": "t1", "name": "fetch", "input": {"page": 1, "note": "word " * 300}}
+    caller = AIMessage(
+        [{"type": "text", "text": said}, use], tool_calls=[{"name": "fetch", "args": use["input"], "id": "t1"}]
+    )
+    result = ToolMessage(f"page: {PAGE}", tool_call_id="t1", name="fetch")
+    (candidate,) = ThreadIndex(policy, meter).sync([HumanMessage("go"), caller, result]).results
+    assert candidate.saving == result_saving(meter.message_tokens(result), policy) + len(said) // 4

@@ -26,9 +26,12 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from ctxwarden.clip.placeholders import has_text
+from ctxwarden.clip.preview import CHARS_PER_TOKEN
 from ctxwarden.core.list_totals import starts_with
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.core.text import text_of
 
 FRAMING_TOKENS = 8
 """About what a calling message costs besides its text and its arguments (framing, role, tool name)."""
@@ -154,8 +157,10 @@ class ThreadIndex:
             return 0
         caller = self.messages[position]
         assert isinstance(caller, AIMessage)
-        if len(caller.tool_calls) != 1 or not caller.content:
+        if len(caller.tool_calls) != 1 or not has_text(caller):
             return 0
+        if not isinstance(caller.content, str):  # a provider's blocks repeat the arguments: judged by the text's length
+            return len(text_of(caller)) // CHARS_PER_TOKEN
         calls = sum(self.meter.call_args_tokens(caller).values())
         return max(0, self.meter.message_tokens(caller) - calls - FRAMING_TOKENS)
 

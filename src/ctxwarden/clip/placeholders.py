@@ -74,13 +74,12 @@ def args_placeholder(message: AIMessage, call_ids: set[str], *, keep_text: bool 
             {**b, "input": clipped[b["id"]]} if isinstance(b, dict) and b.get("id") in clipped and "input" in b else b
             for b in content
         ]
-    if not keep_text:
-        content = [b for b in content if not _is_text(b)] if isinstance(content, list) else ""
-    extra = {k: v for k, v in message.additional_kwargs.items() if k not in {"tool_calls", "function_call"}}
-    record = message.response_metadata.get(METADATA_KEY) or {}
     marks: dict[str, Any] = {"clipped_args": sorted(call_ids)}
     if not keep_text:
+        content = [b for b in content if not _is_text(b)] if isinstance(content, list) else ""
         marks["text_cleared"] = True
+    extra = {k: v for k, v in message.additional_kwargs.items() if k not in {"tool_calls", "function_call"}}
+    record = message.response_metadata.get(METADATA_KEY) or {}
     return message.model_copy(
         update={
             "tool_calls": calls,
