@@ -98,7 +98,7 @@ def test_placeholders_name_tool_id_size_and_the_way_back() -> None:
     cleared = [m for m in views.views[-1] if isinstance(m, ToolMessage) and not m.content.startswith("page ")]
     assert cleared
     first = cleared[0]
-    assert first.content.startswith("[cleared fetch result, ")
+    assert first.content.startswith("[cleared, ")
     assert f'recall(call_id="{first.tool_call_id}")' in first.content
     assert "tokens" in first.content
     assert first.tool_call_id == "f0"
@@ -134,7 +134,7 @@ def test_excluded_tools_are_never_cleared() -> None:
     assert all(
         m.content.startswith("attempt:") for m in final if isinstance(m, ToolMessage) and m.name == "attempt_log"
     )
-    assert any(m.content.startswith("[cleared fetch") for m in final if isinstance(m, ToolMessage))
+    assert any(m.content.startswith("[cleared, ") for m in final if isinstance(m, ToolMessage))
 
 
 def test_old_large_arguments_are_clipped_and_recalled_exactly() -> None:

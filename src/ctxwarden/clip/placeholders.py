@@ -36,18 +36,20 @@ FIRST_LINE_MAX_CHARS = 160
 
 
 def result_placeholder(message: ToolMessage, tokens: int, excerpt: Gist | None = None) -> ToolMessage:
-    """`message` with its content replaced by a pointer back to it, and the excerpt's verbatim lines after it."""
+    """`message` with its content replaced by a pointer back to it, and the excerpt's verbatim lines after it.
+
+    The pointer is short, as every call pays for it while the result stays cleared: the tool's name is in the call
+    just before it, and what `recall` returns is in the tool's description."""
     record = message.response_metadata.get(METADATA_KEY) or {}
-    tool = message.name or "tool"
     where = f"; full output in {record['path']}" if record.get("evicted") else ""
     recall = f'recall(call_id="{message.tool_call_id}")'
     if excerpt is not None and excerpt.shown_lines:
         text = (
-            f"[cleared {tool} result, {tokens:,} tokens, {excerpt.shown_lines:,} of {excerpt.total_lines:,} lines "
-            f"kept: {recall} returns all{where}]\n{excerpt.text}"
+            f"[cleared, {tokens:,} tokens, {excerpt.shown_lines:,} of {excerpt.total_lines:,} lines "
+            f"kept: {recall}{where}]\n{excerpt.text}"
         )
     else:
-        text = f"[cleared {tool} result, {tokens:,} tokens: {recall}{where}]"
+        text = f"[cleared, {tokens:,} tokens: {recall}{where}]"
     return message.model_copy(
         update={
             "content": text,
