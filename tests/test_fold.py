@@ -171,7 +171,8 @@ def test_folds_are_cumulative_with_a_summarizer_model(tmp_path: Path) -> None:
 
 def test_a_failing_summarizer_falls_back_and_the_run_goes_on(tmp_path: Path) -> None:
     broken = BrokenSummarizer(messages=iter([]), profile={"max_input_tokens": 100_000})
-    agent, _views = _agent(tmp_path, [*_steps(14), AIMessage("done")], summarizer=broken)
+    at_fold = POLICY.replace(fold_prepare_ahead=0)  # no preparation still in flight when the calls are counted
+    agent, _views = _agent(tmp_path, [*_steps(14), AIMessage("done")], summarizer=broken, policy=at_fold)
     out = agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "broken"}})
     assert out["messages"][-1].content == "done"
     fold = next(e for e in _compactions(tmp_path) if e.payload["ok"]).payload
