@@ -287,11 +287,11 @@ class ClearLayer:
         if key[0] == "result":
             assert isinstance(message, ToolMessage)
             tokens = self.meter.message_tokens(message)
-            if result_saving(tokens, self.policy) <= 0:  # no smaller than its placeholder: it stays whole
-                self._replacements[id(message)] = (message, key, message, None)
-                return message
-            found = self._gist(message, tokens)
-            if isinstance(found, MadeAhead):  # rendered and counted in the background
+            whole = result_saving(tokens, self.policy) <= 0  # no larger than its placeholder: it stays whole
+            found = None if whole else self._gist(message, tokens)
+            if whole:
+                replacement = message
+            elif isinstance(found, MadeAhead):  # rendered and counted in the background
                 made, replacement = found.gist, found.placeholder
                 self.meter.remember(replacement, found.placeholder_tokens)
             else:

@@ -145,13 +145,16 @@ def args_lines(lines: list[str]) -> list[int]:
 
 def text_cleared(message: Any) -> bool:
     """Whether `message` is a call shown without its text (every result it called for is cleared)."""
-    record = getattr(message, "response_metadata", {}).get(METADATA_KEY)
-    return isinstance(record, dict) and bool(record.get("text_cleared"))
+    return _marked(message, "text_cleared")
 
 
 def is_cleared(message: Any) -> bool:
+    return _marked(message, "cleared")
+
+
+def _marked(message: Any, mark: str) -> bool:
     record = getattr(message, "response_metadata", {}).get(METADATA_KEY)
-    return isinstance(record, dict) and bool(record.get("cleared"))
+    return isinstance(record, dict) and bool(record.get(mark))
 
 
 __all__ = [
