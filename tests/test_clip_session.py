@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from ctxwarden import DEFAULT_POLICY, ReplayChatModel, create_context_agent
 from ctxwarden.clip import CLIP_STATE_KEY, make_recall_tool
+from ctxwarden.clip.names import shown_id
 from ctxwarden.clip.placeholders import RECALL_REFERENCE
 from ctxwarden.clip.recoverability import check_outputs
 from ctxwarden.clip.shown import last_view
@@ -66,8 +67,9 @@ async def test_every_call_fits_and_every_placeholder_leads_back(
     for message in view:
         if isinstance(message, ToolMessage) and message.content != rec.outputs[message.tool_call_id]:
             refs = {m.group("id") for m in RECALL_REFERENCE.finditer(str(message.content))}
-            assert message.tool_call_id in refs, message.content[:200]
-            assert _recall_all(recall, message.tool_call_id, "result", messages) == rec.outputs[message.tool_call_id]
+            assert shown_id(message.tool_call_id) in refs, message.content[:200]
+            for ref in refs:  # what the placeholder names leads back to the exact original
+                assert _recall_all(recall, ref, "result", messages) == rec.outputs[message.tool_call_id]
             walked_results += 1
             record = message.response_metadata.get(METADATA_KEY, {})
             if record.get("evicted"):
@@ -81,8 +83,9 @@ async def test_every_call_fits_and_every_placeholder_leads_back(
             for call in message.tool_calls:
                 if call["args"] != original[call["id"]]:
                     shown = " ".join(str(value) for value in call["args"].values())
-                    assert f'recall(call_id="{call["id"]}", part="args")' in shown
-                    assert json.loads(_recall_all(recall, call["id"], "args", messages)) == original[call["id"]]
+                    handle = shown_id(call["id"])
+                    assert f'recall(call_id="{handle}", part="args")' in shown
+                    assert json.loads(_recall_all(recall, handle, "args", messages)) == original[call["id"]]
                     walked_args += 1
     assert walked_results >= 30
     assert walked_args >= 1

@@ -29,6 +29,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxwarden.bench.harness import Replayed, SeenCall
 from ctxwarden.bench.recall import RecallCounts, recall_counts
+from ctxwarden.clip.names import shown_id
 from ctxwarden.clip.placeholders import RECALL_REFERENCE
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.text import encode, text_of
@@ -240,7 +241,8 @@ def _recoverable(run: Replayed, view: Sequence[BaseMessage]) -> tuple[int, int]:
                 total += size
                 named = call.get("args") if part == "args" else None
                 # in view verbatim; or a recall id the view shows (the thread keeps every original); or a file it names
-                if in_view[part] or call_id in recalled or any(_contains(body, original, named) for body in files):
+                named_back = bool(recalled & {call_id, shown_id(call_id)})
+                if in_view[part] or named_back or any(_contains(body, original, named) for body in files):
                     reachable += size
     return total, reachable
 

@@ -40,6 +40,22 @@ def split_recall_id(value: str) -> tuple[str, str | None]:
     return value, None
 
 
+TAIL_MARK = "…"
+"""Opens a call id shown by its last characters: `recall(call_id="…Sr5FeHu")`."""
+
+SHOWN_TAIL_CHARS = 8
+"""How many of a long call id's last characters a placeholder shows."""
+
+
+def shown_id(call_id: str) -> str:
+    """How a placeholder names `call_id`: whole when short, else by its last characters after `TAIL_MARK`.
+
+    A provider's call id is 20 to 30 tokens of random characters, and a placeholder is paid for on every call while
+    it stays in view; its last eight characters tell it from every other call of a thread (`recall` resolves them, and
+    asks for the whole id in the rare thread where two calls share them)."""
+    return call_id if len(call_id) <= 2 * SHOWN_TAIL_CHARS else TAIL_MARK + call_id[-SHOWN_TAIL_CHARS:]
+
+
 def result_path(thread_id: str | None, namespace: str, call_id: str, key: str | None = None) -> str:
     """Backend path of an evicted result: `/large_tool_results/<thread>[/<namespace>]/<call id>[-<call key>]`.
 
@@ -54,4 +70,13 @@ def result_path(thread_id: str | None, namespace: str, call_id: str, key: str | 
     return "/" + "/".join(parts)
 
 
-__all__ = ["KEY_SEPARATOR", "call_key", "recall_id", "result_path", "split_recall_id"]
+__all__ = [
+    "KEY_SEPARATOR",
+    "SHOWN_TAIL_CHARS",
+    "TAIL_MARK",
+    "call_key",
+    "recall_id",
+    "result_path",
+    "shown_id",
+    "split_recall_id",
+]

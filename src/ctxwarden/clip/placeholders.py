@@ -21,6 +21,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
+from ctxwarden.clip.names import shown_id
 from ctxwarden.core.gist import MAX_LINE_CHARS, Gist, render
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.writes import lines_writes
@@ -39,17 +40,13 @@ def result_placeholder(message: ToolMessage, tokens: int, excerpt: Gist | None =
     """`message` with its content replaced by a pointer back to it, and the excerpt's verbatim lines after it.
 
     The pointer is short, as every call pays for it while the result stays cleared: the tool's name is in the call
-    just before it, and what `recall` returns is in the tool's description."""
+    just before it, a long call id is named by its end (`shown_id`), what `recall` returns is in the tool's
+    description, and a `…` line marks each span the excerpt leaves out."""
     record = message.response_metadata.get(METADATA_KEY) or {}
     where = f"; full output in {record['path']}" if record.get("evicted") else ""
-    recall = f'recall(call_id="{message.tool_call_id}")'
+    text = f'[cleared, {tokens:,} tokens: recall(call_id="{shown_id(message.tool_call_id)}"){where}]'
     if excerpt is not None and excerpt.shown_lines:
-        text = (
-            f"[cleared, {tokens:,} tokens, {excerpt.shown_lines:,} of {excerpt.total_lines:,} lines "
-            f"kept: {recall}{where}]\n{excerpt.text}"
-        )
-    else:
-        text = f"[cleared, {tokens:,} tokens: {recall}{where}]"
+        text += f"\n{excerpt.text}"
     return message.model_copy(
         update={
             "content": text,
@@ -108,19 +105,14 @@ def _is_text(block: Any) -> bool:
 
 
 def _clip_args(call_id: str, args: dict[str, Any]) -> dict[str, Any]:
-    note = f'recall(call_id="{call_id}", part="args")'
+    note = f'recall(call_id="{shown_id(call_id)}", part="args")'
     clipped: dict[str, Any] = {}
     for key, value in args.items():
         size = len(json.dumps(value, ensure_ascii=False, default=str))
         if size >= ARG_VALUE_MIN_CHARS:
             lines = value.splitlines() if isinstance(value, str) else []
             chosen = args_lines(lines)
-            clipped[key] = (
-                f"[clipped {size:,} chars, {len(chosen):,} of {len(lines):,} lines kept: {note}]\n"
-                f"{render(lines, chosen)}"
-                if chosen
-                else f"[clipped {size:,} chars: {note}]"
-            )
+            clipped[key] = f"[clipped {size:,} chars: {note}]" + (f"\n{render(lines, chosen)}" if chosen else "")
         else:
             clipped[key] = value
     if clipped == args:  # many small values: clip the call's arguments as a whole

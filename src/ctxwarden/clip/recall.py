@@ -13,11 +13,13 @@ that matches, with what became of it (see `ctxwarden.clip.search`). What it sear
 given by a scope: by default the thread's own messages and offloaded files; the stack
 adds what the model sees now (to mark hits still in view) and a fork's parent.
 
-A reused call id is told apart by its call key (`recall(call_id="call_0#1a2b3c4d")`, as
-the eviction marker writes it); a bare id shared by several results gets the list to
-choose from, never one of them at random. When an evicted file cannot be read (another
-worker's disk, a missing copy), recall says which file and why instead of handing back
-the preview as if it were the original.
+A placeholder names a long call id by its last characters (`recall(call_id="…Sr5FeHu")`,
+`ctxwarden.clip.names.shown_id`); recall finds the one call ending with them. A reused call
+id is told apart by its call key (`recall(call_id="call_0#1a2b3c4d")`, as the eviction
+marker writes it); a bare id shared by several results, or an end shared by several ids,
+gets the list to choose from, never one of them at random. When an evicted file cannot be
+read (another worker's disk, a missing copy), recall says which file and why instead of
+handing back the preview as if it were the original.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import InjectedState
 
 from ctxwarden.clip.evict import RECALL_TOOL
-from ctxwarden.clip.names import call_key, recall_id, split_recall_id
+from ctxwarden.clip.names import TAIL_MARK, call_key, recall_id, split_recall_id
 from ctxwarden.clip.search import Source, file_sources, find, matcher, message_sources, own_files, reader, render
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.runtime import step_context
@@ -62,6 +64,28 @@ def own_scope(backend: Any) -> Scope:
         return found + file_sources(own_files(backend, step_context()[0], covered), read)
 
     return sources
+
+
+def resolve(messages: Sequence[BaseMessage], reference: str) -> tuple[str, str | None] | str:
+    """`(call id, call key or None)` that `reference` names, or why it names none.
+
+    `reference` is a call id, `call id#call key`, or the end of a call id as a placeholder shows it (`…Sr5FeHu`, the
+    mark optional): an id of the thread that is not the whole reference and ends with it is the one meant, when it is
+    the only one."""
+    call_id, key = split_recall_id(reference)
+    ids = dict.fromkeys(
+        str(c.get("id")) for m in messages if isinstance(m, AIMessage) for c in m.tool_calls
+    ) | dict.fromkeys(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
+    if call_id in ids:
+        return call_id, key
+    tail = call_id.removeprefix(TAIL_MARK)
+    found = [known for known in ids if tail and known.endswith(tail)]
+    if len(found) > 1:
+        return (
+            f"[ctxwarden: {len(found)} calls of this thread have ids ending with {tail!r}: "
+            f"{', '.join(repr(known) for known in found)}. Name the one you mean by its whole id.]"
+        )
+    return (found[0] if found else call_id), key
 
 
 def answers(messages: list[BaseMessage], call_id: str) -> list[tuple[str | None, ToolMessage]]:
@@ -112,7 +136,10 @@ def lookup_result(messages: list[BaseMessage], reference: str, backend: Any) -> 
     file; when that file cannot be read the answer says which file and why, and never
     passes the preview off as the original.
     """
-    call_id, key = split_recall_id(reference)
+    resolved = resolve(messages, reference)
+    if isinstance(resolved, str):
+        return None, resolved
+    call_id, key = resolved
     message, why = _choose(answers(messages, call_id), call_id, key)
     if message is None:
         return None, why
@@ -158,7 +185,10 @@ def original_text(messages: list[BaseMessage], reference: str) -> str | None:
 
 def _calling(messages: list[BaseMessage], reference: str) -> tuple[AIMessage, Any] | None:
     """The last message that made the call `reference` names, and that call."""
-    call_id, key = split_recall_id(reference)
+    resolved = resolve(messages, reference)
+    if isinstance(resolved, str):
+        return None
+    call_id, key = resolved
     found = [
         (message, call)
         for message in messages
@@ -212,6 +242,10 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
                 return '[ctxwarden: pass call_id="..." (from a placeholder) or query="..." (text to search for).]'
             return search(state, searched, query, regex, page, counting)
         messages = list(state.get("messages", []))
+        resolved = resolve(messages, call_id)
+        if isinstance(resolved, str):
+            return resolved
+        call_id = recall_id(*resolved)
         if part in ("args", "text"):
             text = original_args(messages, call_id) if part == "args" else original_text(messages, call_id)
             if text is None:
@@ -238,5 +272,6 @@ __all__ = [
     "original_text",
     "own_scope",
     "page",
+    "resolve",
     "search",
 ]

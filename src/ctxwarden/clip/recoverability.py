@@ -1,8 +1,9 @@
 """Proof that nothing was lost: every original byte is in the model's view or reachable from it.
 
 For each original tool output, the model's view must hold it verbatim, or show a way
-back — a `recall(call_id=...)` reference, the path of an evicted file, or for a folded
-turn the history file its summary names — that really returns the exact original.
+back — a `recall(call_id=...)` reference (the id whole, or its end as a placeholder
+shows it), the path of an evicted file, or for a folded turn the history file its
+summary names — that really returns the exact original.
 The demo reports the share of bytes that pass; the tests require all of them to.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
+from ctxwarden.clip.names import shown_id
 from ctxwarden.clip.placeholders import RECALL_REFERENCE
 from ctxwarden.clip.recall import original_result
 from ctxwarden.core.stamp import METADATA_KEY
@@ -89,7 +91,7 @@ def _reachable(message: ToolMessage, call_id: str, original: str, thread: Sequen
     if text == original:
         return True
     refs = {m.group("id") for m in RECALL_REFERENCE.finditer(text)}
-    if call_id in refs and original_result(list(thread), call_id, backend) == original:
+    if refs & {call_id, shown_id(call_id)} and original_result(list(thread), call_id, backend) == original:
         return True
     record = message.response_metadata.get(METADATA_KEY) or {}
     path = record.get("path")
