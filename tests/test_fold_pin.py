@@ -166,3 +166,38 @@ async def test_a_resumed_process_folding_in_the_background_keeps_the_task_first(
     assert any(m.content == "Go on with the next pages." for m in last) or "Go on with the next pages." in str(
         last[1].content
     )  # the new request is in view, verbatim, or quoted by the facts of the fold that took it
+
+
+@tool
+def lookup(page: int) -> str:
+    """Look a symbol up."""
+    return f"symbol parse_table_{page:03d} defined in src/parser/table_{page:03d}.py:{100 + page}\n" + "same\n" * 120
+
+
+def test_a_pinned_task_leaves_the_facts_section_its_whole_cap(tmp_path: Path) -> None:
+    task = "\n".join(f"Rule {i}: keep the behaviour of module_{i} unchanged." for i in range(26))
+    cap_chars = WINDOW * ContextPolicy().fold_facts_share * 4
+    assert 0.8 * cap_chars < len(task) < cap_chars  # pinned, and about as large as the facts cap
+    views = Views()
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+    middleware = context_middleware(backend=backend, policy=POLICY.replace(fold_prepare_ahead=0))
+    steps = [
+        AIMessage(
+            "Let me look the next symbol up. " * 20, tool_calls=[{"name": "lookup", "args": {"page": i}, "id": f"l{i}"}]
+        )
+        for i in range(30)
+    ]
+    model = scripted_model([*steps, AIMessage("done")], window=WINDOW)
+    agent = create_agent(model, [lookup], middleware=[*middleware, views], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "pin-facts"}}
+    agent.invoke({"messages": [HumanMessage(task)]}, config)
+    records = agent.get_state(config).values[FOLD_STATE_KEY]["records"]
+    assert records
+    assert all(r["pinned"] for r in records)
+    summary = str(_summary_in(views.views[-1]).content)
+    facts = summary.split(FACTS_HEADING)[1]
+    # the folded outputs' distinctive lines are quoted, whole, beside the task kept above the summary
+    quoted = [line for line in facts.splitlines() if line.startswith("symbol parse_table_")]
+    assert len(quoted) >= 20  # where the task's size, counted against the cap, left room for four
+    originals = {lookup.invoke({"page": i}).splitlines()[0] for i in range(30)}
+    assert set(quoted) <= originals

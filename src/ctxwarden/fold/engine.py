@@ -26,7 +26,6 @@ from ctxwarden.core.io import Steps, arun, run
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
-from ctxwarden.core.text import text_of
 from ctxwarden.core.window import model_name, resolve_window
 from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.cut import choose_cut
@@ -180,9 +179,8 @@ class Folder:
         previous = Facts.from_dict(given.folds.last.facts if given.folds.last else None)
         facts = gather(previous, folded_raw, gist_lines(self.policy, given.window, self.meter))
         cap = int(given.window * self.policy.fold_facts_share * CHARS_PER_TOKEN)
-        pinned = sum(len(text_of(m)) for m in self.pinned(given.view, given.window))  # quoted above the summary
-        kept = quoted(facts, max_chars=max(0, cap - pinned))
-        return Gathered(kept, render(kept, max_chars=max(0, cap - pinned)))
+        kept = quoted(facts, max_chars=cap)
+        return Gathered(kept, render(kept, max_chars=cap))
 
     def fold(self, given: FoldInput) -> FoldOutcome | None:
         return run(self.folding(given))
