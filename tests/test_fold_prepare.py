@@ -25,12 +25,12 @@ from ctxwarden.core.window import Window
 from ctxwarden.fold import SECTIONS, Folds
 from ctxwarden.fold import engine as fold_engine
 from ctxwarden.fold.cut import choose_cut
-from ctxwarden.fold.draft import Drafts
+from ctxwarden.fold.draft import EXTENSION_MAX_LINES, Drafts, extension
 from ctxwarden.fold.engine import Folder, FoldInput
 from ctxwarden.fold.facts import Facts, gather
 from ctxwarden.fold.layer import FoldLayer
 from ctxwarden.fold.prepare import EXTENSION_HEADING, Preparer
-from ctxwarden.fold.summarize import Summary, extension
+from ctxwarden.fold.summarize import Summary
 from ctxwarden.replay import ScriptedChatModel, scripted_model
 from ctxwarden.stack.middleware import ContextWindowMiddleware
 from ctxwarden.thread import compact
@@ -369,3 +369,31 @@ def test_the_fold_is_drafted_only_while_a_preparation_is_kept_and_the_fold_is_tw
     assert preparer.drafting(key, _budget(7_100)) is True  # 7,100 + 2 x 800 reaches 8,500
     preparer.due(key, _budget(6_800))  # clearing brought the call back down: 6,800 + 1,600 falls short
     assert preparer.drafting(key, _budget(6_800)) is False
+
+
+def test_an_extension_leaves_errors_to_the_facts_and_keeps_a_few_lines_a_section() -> None:
+    later: list[Any] = []
+    for i in range(12):
+        command = f"python check_{i}.py"
+        later.append(
+            AIMessage(
+                f"Step {i}: run the check.", tool_calls=[{"name": "sh", "args": {"command": command}, "id": f"s{i}"}]
+            )
+        )
+        failing = i % 3 == 0
+        later.append(
+            ToolMessage(f"ValueError: bad value {i}" if failing else f"ok {i}", tool_call_id=f"s{i}", name="sh")
+        )
+    text = extension(later)
+    assert text is not None
+    assert "Errors seen" not in text
+    facts = gather(Facts(), later)
+    for i in (0, 3, 6, 9):  # the facts of the same fold quote every failure the extension leaves out
+        assert any(
+            f"python check_{i}.py" in entry and f"ValueError: bad value {i}" in entry for entry in facts.failures
+        )
+    section = text.split("### Artifacts\n")[1].split("\n\n")[0].splitlines()
+    artifacts = [line for line in section if line.startswith("- ")]  # an entry's quoted lines are indented under it
+    assert len(artifacts) == EXTENSION_MAX_LINES + 1  # the first two, the last two, and how many more the file has
+    assert artifacts[-1].startswith("- … ")
+    assert "python check_11.py" in text  # the latest call is never the one left out

@@ -38,7 +38,7 @@ from ctxwarden.core.caches import ObjectCache
 from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.engine import Folder, FoldInput, Gathered
 from ctxwarden.fold.state import is_summary, summary_message
-from ctxwarden.fold.summarize import Summary, extension
+from ctxwarden.fold.summarize import Summary, deterministic_summary
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -180,6 +180,38 @@ class Drafts:
         folder.meter.message_tokens(message)
 
 
+EXTENSION_HEADING = "## Turns folded after the summary above was written"
+"""Heads what a prepared summary is extended with: the turns the thread gained while it was written."""
+
+EXTENSION_MAX_LINES = 4
+"""Lines each section of an extension gives at most (the first two and the last two; the history file has the rest):
+a summary is prepared a few calls before its fold, and one kept longer would otherwise add a page of mechanical notes
+to every later call."""
+
+EXTENSION_LEFT_OUT = ("Errors seen",)
+"""Sections an extension leaves out: the facts section of the same fold quotes each failing command and its error."""
+
+
+def extension(later: Sequence[BaseMessage]) -> str | None:
+    """What a summary of earlier turns is extended with to cover `later` too: the deterministic summary's sections
+    that say something and that the facts do not quote, one level down, under `EXTENSION_HEADING` (`None` when there
+    is nothing later)."""
+    if not later:
+        return None
+    sections: list[list[str]] = []
+    for line in deterministic_summary(None, later, max_lines=EXTENSION_MAX_LINES).splitlines():
+        if line.startswith("## "):
+            sections.append([f"#{line}"])
+        elif sections:
+            sections[-1].append(line)
+    said = [
+        "\n".join(section)
+        for section in sections
+        if section[1:] != ["- (none recorded)"] and section[0].removeprefix("### ") not in EXTENSION_LEFT_OUT
+    ]
+    return "\n\n".join([EXTENSION_HEADING, *said])
+
+
 def extended_by(summary: Summary, tail: str | None) -> Summary:
     """`summary` followed by `tail` (an `extension`: the turns folded after the ones it covers)."""
     if tail is None:
@@ -191,4 +223,17 @@ def _boundary(message: BaseMessage) -> bool:
     return isinstance(message, AIMessage | HumanMessage) and not is_summary(message)
 
 
-__all__ = ["DRAFT_DELAY", "MAX_DRAFTS", "Covered", "Draft", "Drafts", "covered", "extended_by", "fingerprint"]
+__all__ = [
+    "DRAFT_DELAY",
+    "EXTENSION_HEADING",
+    "EXTENSION_LEFT_OUT",
+    "EXTENSION_MAX_LINES",
+    "MAX_DRAFTS",
+    "Covered",
+    "Draft",
+    "Drafts",
+    "covered",
+    "extended_by",
+    "extension",
+    "fingerprint",
+]

@@ -53,7 +53,7 @@ from ctxwarden.core.io import Call, Steps, arun, run
 from ctxwarden.core.layers import CallBudget, PendingEvent
 from ctxwarden.core.stream import emit
 from ctxwarden.fold.cut import choose_cut
-from ctxwarden.fold.draft import Drafts, extended_by, fingerprint
+from ctxwarden.fold.draft import EXTENSION_HEADING, Drafts, extended_by, extension, fingerprint
 from ctxwarden.fold.engine import (
     DETERMINISTIC,
     Folder,
@@ -65,7 +65,7 @@ from ctxwarden.fold.engine import (
 )
 from ctxwarden.fold.forecast import DRAFT_LOOKAHEAD_CALLS, LOOKAHEAD_CALLS, GrowthForecast, Key, prepare_threshold
 from ctxwarden.fold.preparation import Preparation, prepared_cut, previous_fold
-from ctxwarden.fold.summarize import EXTENSION_HEADING, Summary, deterministic_summary, extension, model_summary
+from ctxwarden.fold.summarize import Summary, deterministic_summary, model_summary
 
 ANSWER_WAIT = 600.0
 """Seconds an in-place preparation waits for the call that started it to be answered; past it, the call counts as

@@ -281,25 +281,6 @@ def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage],
     return "\n".join(out)
 
 
-EXTENSION_HEADING = "## Turns folded after the summary above was written"
-"""Heads what a prepared summary is extended with: the turns the thread gained while it was written."""
-
-
-def extension(later: Sequence[BaseMessage]) -> str | None:
-    """What a summary of earlier turns is extended with to cover `later` too: the deterministic summary's sections
-    that say something, one level down, under `EXTENSION_HEADING` (`None` when there is nothing later)."""
-    if not later:
-        return None
-    sections: list[list[str]] = []
-    for line in deterministic_summary(None, later).splitlines():
-        if line.startswith("## "):
-            sections.append([f"#{line}"])
-        elif sections:
-            sections[-1].append(line)
-    said = ["\n".join(section) for section in sections if section[1:] != ["- (none recorded)"]]
-    return "\n\n".join([EXTENSION_HEADING, *said])
-
-
 def _call_entry(name: str, label: str, command: str, back: str, result: ToolMessage | None) -> str:
     """A call and what came `back`: the first line of its input (a command, a path) and of its output, each whole on
     its own line (an input longer than a quotable line is named by `label`, inline and cut, as prose)."""
@@ -372,7 +353,6 @@ def _plain(content: Any) -> str:
 
 
 __all__ = [
-    "EXTENSION_HEADING",
     "FOLD_REQUEST_SOURCE",
     "PROMPT",
     "SECTIONS",
@@ -381,7 +361,6 @@ __all__ = [
     "amodel_summary",
     "asking",
     "deterministic_summary",
-    "extension",
     "is_fold_request",
     "model_summary",
     "prompt_for",
