@@ -168,7 +168,7 @@ SCENARIOS = {
         summarizer=DyingSummarizer(messages=iter(())),
         policy=POLICY.replace(fold_prepare_ahead=0),  # the summary is written when the fold fires
     ),
-    "summarizer-preparing": Scenario(FOLD_SCRIPT, 5_000, "tools", summarizer=DyingPreparer(messages=iter(()))),
+    "summarizer-preparing": Scenario(FOLD_SCRIPT, 4_500, "tools", summarizer=DyingPreparer(messages=iter(()))),
     "first-history-write-half-done": Scenario(FOLD_SCRIPT, 4_000, "model", kill_on=_history, share=0.5),
     "second-history-write-truncated": Scenario(FOLD_SCRIPT, 4_000, "model", kill_on=_history, nth=2),
     "second-staged-copy-half-written": Scenario(FOLD_SCRIPT, 4_000, "model", kill_on=_beside_history, nth=2, share=0.5),

@@ -42,7 +42,7 @@ def test_a_scripted_agent_model_does_not_spend_its_replies_on_summaries(tmp_path
     """No summarizer given: the fold asks the agent's scripted model, which refuses and says to pass one."""
     steps = [
         AIMessage(f"page {i}", tool_calls=[{"name": "read_page", "args": {"page": i}, "id": f"p{i}"}])
-        for i in range(12)
+        for i in range(20)
     ]
     model = scripted_model([*steps, "read them all"], window=4_000)
     with Session(model, [read_page], state_dir=tmp_path) as session:
@@ -50,7 +50,7 @@ def test_a_scripted_agent_model_does_not_spend_its_replies_on_summaries(tmp_path
         folds = session.trace.events(kind="context_compaction")
     assert final[-1].content == "read them all"  # every scripted reply reached the agent
     tool_results = [m for m in final if m.type == "tool"]
-    assert len(tool_results) == 12
+    assert len(tool_results) == 20
     assert folds
     assert all(e.payload.get("fallback") for e in folds if e.payload.get("ok"))
     errors = " ".join(str(e.payload.get("error")) for e in folds)

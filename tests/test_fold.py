@@ -191,18 +191,20 @@ async def test_async_runs_fold_the_same_way(tmp_path: Path) -> None:
     assert [[m.content for m in v] for v in async_views.views] == [[m.content for m in v] for v in sync_views.views]
 
 
-def test_a_fold_that_saves_little_holds_off_until_the_thread_grows(tmp_path: Path) -> None:
-    class Verbose(Summarizer):
-        def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
-            from langchain_core.outputs import ChatGeneration, ChatResult
+class Verbose(Summarizer):
+    """A summary as long as what it replaces."""
 
-            self._calls.append("x")
-            return ChatResult(
-                generations=[ChatGeneration(message=AIMessage("## Session intent\n- " + "long " * 2_400))]
-            )
+    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        from langchain_core.outputs import ChatGeneration, ChatResult
 
+        self._calls.append("x")
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("## Session intent\n- " + "long " * 2_400))])
+
+
+def test_a_fold_made_on_the_call_that_saves_little_holds_off_until_the_thread_grows(tmp_path: Path) -> None:
     verbose = Verbose(messages=iter([]), profile={"max_input_tokens": 100_000})
-    agent, _views = _agent(tmp_path, [*_steps(12), AIMessage("done")], summarizer=verbose)
+    policy = POLICY.replace(fold_prepare_ahead=0)  # the summary is written when the fold fires, then applied
+    agent, _views = _agent(tmp_path, [*_steps(12), AIMessage("done")], summarizer=verbose, policy=policy)
     agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "thrash"}})
     folds = [e.payload for e in _compactions(tmp_path) if e.payload["ok"]]
     assert folds[0]["hold_until"] is not None  # the summary was as long as what it replaced
@@ -212,6 +214,25 @@ def test_a_fold_that_saves_little_holds_off_until_the_thread_grows(tmp_path: Pat
         if before["hold_until"] is not None:
             assert after["tokens_before"] >= before["hold_until"] or after["tokens_before"] > WINDOW
     assert len(folds) <= 3
+
+
+def test_a_prepared_fold_that_would_save_little_is_not_made(tmp_path: Path) -> None:
+    verbose = Verbose(messages=iter([]), profile={"max_input_tokens": 100_000})
+    policy = POLICY.replace(summarize_at=0.7)  # room to grow under the window when the fold is due
+    agent, _views = _agent(tmp_path, [*_steps(12), AIMessage("done")], summarizer=verbose, policy=policy)
+    out = agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "held"}})
+    held = [e.payload for e in TraceStore(tmp_path / "trace.sqlite").events(kind="fold_held")]
+    assert held
+    assert all(h["freed"] < 0.10 * h["tokens_before"] for h in held)
+    # no fold that frees too little is applied while the thread can still grow under the window; the held ones wait
+    folds = [e.payload for e in _compactions(tmp_path) if e.payload["ok"]]
+    for fold in folds:
+        assert fold["freed"] >= 0.10 * fold["tokens_before"] or fold["tokens_before"] + 0.10 * WINDOW > WINDOW
+    for hold, fold in itertools.product(held, folds):
+        if fold["tokens_before"] > hold["tokens_before"]:
+            assert fold["tokens_before"] >= hold["hold_until"] or fold["tokens_before"] > WINDOW
+    stamps = [m.response_metadata["ctxwarden"] for m in out["messages"] if isinstance(m, AIMessage)]
+    assert max(s["input_tokens"] for s in stamps) <= WINDOW  # holding never let a call pass the window
 
 
 def test_the_deterministic_summary_extends_the_previous_one() -> None:

@@ -22,7 +22,7 @@ from ctxwarden.core.layers import CallBudget
 from ctxwarden.core.meter import Measurement, TokenMeter
 from ctxwarden.core.stream import STREAM_KEY
 from ctxwarden.core.window import Window
-from ctxwarden.fold import SECTIONS, Folds
+from ctxwarden.fold import SECTIONS, Folds, is_summary
 from ctxwarden.fold import engine as fold_engine
 from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.draft import EXTENSION_MAX_LINES, Drafts, extension
@@ -81,16 +81,24 @@ def _steps(n: int, start: int = 0) -> list[AIMessage]:
     ]
 
 
-def _agent(tmp_path: Path, replies: list[AIMessage], policy: ContextPolicy) -> tuple[Any, Views, Summarizer]:
+def _agent(
+    tmp_path: Path,
+    replies: list[AIMessage],
+    policy: ContextPolicy,
+    *,
+    window: int = WINDOW,
+    summarizer_kind: type[Summarizer] | None = None,
+) -> tuple[Any, Views, Summarizer]:
     views = Views()
-    summarizer = Summarizer(messages=iter(()), profile={"max_input_tokens": 100_000}, name="summarizer")
+    kind = summarizer_kind or Summarizer
+    summarizer = kind(messages=iter(()), profile={"max_input_tokens": 100_000}, name="summarizer")
     summarizer._views = views
     backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
     policy = policy.replace(clear_call_text=False)  # the THOUGHT of each step stays in view
     middleware = context_middleware(
         policy=policy, trace=tmp_path / "trace.sqlite", backend=backend, summarizer=summarizer
     )
-    model = scripted_model(replies, window=WINDOW, name="agent-model")
+    model = scripted_model(replies, window=window, name="agent-model")
     agent = create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=InMemorySaver())
     core = cast(ContextWindowMiddleware, middleware[0])
     PREPARERS.extend(layer.preparer for layer in core.layers if isinstance(layer, FoldLayer))
@@ -397,3 +405,46 @@ def test_an_extension_leaves_errors_to_the_facts_and_keeps_a_few_lines_a_section
     assert len(artifacts) == EXTENSION_MAX_LINES + 1  # the first two, the last two, and how many more the file has
     assert artifacts[-1].startswith("- … ")
     assert "python check_11.py" in text  # the latest call is never the one left out
+
+
+class WordySummarizer(Summarizer):
+    """Writes a summary about as long as the turns a fold at the threshold would take."""
+
+    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        result = super()._generate(messages, stop, run_manager, **kwargs)
+        text = result.generations[0].message.content + "\n" + "The parser keeps its tables in order. " * 900
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
+
+
+def test_a_fold_that_would_free_too_little_is_held_until_the_thread_grows(tmp_path: Path) -> None:
+    window = 12_000
+    agent, views, summarizer = _agent(
+        tmp_path, [*_steps(40), AIMessage("done")], ContextPolicy(), window=window, summarizer_kind=WordySummarizer
+    )
+    config = {"configurable": {"thread_id": "held"}}
+    streamed = list(agent.stream({"messages": [HumanMessage("Fix the parser.")]}, config, stream_mode="custom"))
+    assert agent.get_state(config).values["messages"][-1].content == "done"
+    (held, *_more) = _events(tmp_path, "fold_held")
+    assert held["tokens_before"] <= window
+    assert held["freed"] < ContextPolicy().fold_min_saving * held["tokens_before"]
+    assert held["hold_until"] == held["tokens_before"] + int(ContextPolicy().fold_regrow_share * window)
+    # the call that would have folded shows the turns as they were, and the client hears the fold did not happen
+    ends = [e for e in streamed if e.get(STREAM_KEY) == "fold_end"]
+    assert ends[0]["ok"] is False
+    assert ends[0]["hold_until"] == held["hold_until"]
+    calls_before_fold = [v for v in views.views if not any(is_summary(m) for m in v)]
+    assert len(calls_before_fold) > 1
+    # once the thread grew, the fold applied the summary prepared before: the held call asked the summarizer nothing
+    folds = [c for c in _events(tmp_path, "context_compaction") if c["ok"]]
+    assert folds
+    assert folds[0]["prepared"] is True
+    assert folds[0]["tokens_before"] >= held["hold_until"]
+    assert folds[0]["freed"] >= ContextPolicy().fold_min_saving * folds[0]["tokens_before"]
+    messages = agent.get_state(config).values["messages"]
+    stamps = [m.response_metadata["ctxwarden"] for m in messages if isinstance(m, AIMessage)]
+    (held_call,) = [i for i, stamp in enumerate(stamps) if "fold_held" in stamp["events"]]
+    (fold_call, *_later) = _fold_calls(agent, config)
+    asked = [at for at, _prompt in summarizer._calls]
+    assert asked[0] < held_call < fold_call
+    assert held_call not in asked
+    assert "from the summarizer, summary 1" in views.views[fold_call][1].content  # the one prepared before the hold

@@ -56,6 +56,9 @@ def emit_layer_events(events: Iterable[PendingEvent]) -> None:
         elif kind == "context_compaction":
             source = summary_source(payload) if payload.get("ok") else None
             emit("fold_end", {**{k: payload[k] for k in FOLD_FIELDS if k in payload}, "source": source})
+        elif kind == "fold_held":  # a fold that began and was not made: it would have freed too little
+            fields = {k: payload[k] for k in (*FOLD_FIELDS, "hold_until") if k in payload}
+            emit("fold_end", {**fields, "ok": False, "source": None})
         elif kind == "gauge_note":
             emit("gauge_note", payload)
 

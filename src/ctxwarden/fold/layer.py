@@ -4,11 +4,12 @@ Two layers around clearing: `FoldedView` first shows the latest summary instead 
 the turns it covers (so clearing measures what is really sent), and `FoldLayer` last
 folds again when the call, after clearing, still passes `summarize_at` — or when the
 agent asked for it with `compact_conversation`, or when a provider refused the call
-as too long (a forced fold keeps only the last step). After an unproductive fold it
-holds off until the thread has grown (`fold_regrow_share`), unless the call would
-not fit at all. Past the pre-fold point below the threshold, the next fold's summary is
-prepared in the background (`ctxwarden.fold.prepare`) and the rest of its work drafted
-(`ctxwarden.fold.draft`), and the fold applies them at once.
+as too long (a forced fold keeps only the last step). After an unproductive fold, or
+instead of a prepared one that would free too little, it holds off until the thread has
+grown (`fold_regrow_share`), unless the call would not fit at all. Past the pre-fold
+point below the threshold, the next fold's summary is prepared in the background
+(`ctxwarden.fold.prepare`) and the rest of its work drafted (`ctxwarden.fold.draft`), and
+the fold applies them at once.
 
 Both run on every call, so neither re-reads what did not change: the fold records are
 parsed once per state object, and the folded view finds the fold's last message where
@@ -162,8 +163,8 @@ def fold_input(
 def _edit(request: ModelRequest[Any], outcome: Any) -> LayerEdit | None:
     if outcome is None:
         return None
-    if outcome.record is None:  # the history could not be written: keep the turns in view, say why
-        return LayerEdit(request, events=outcome.events)
+    if outcome.record is None:  # the history could not be written, or the fold was held: the turns stay in view
+        return LayerEdit(request, state=outcome.state, events=outcome.events)
     return LayerEdit(request.override(messages=outcome.view), state=outcome.state, events=outcome.events)
 
 

@@ -51,6 +51,7 @@ from langchain.agents.middleware.types import ModelRequest
 
 from ctxwarden.core.io import Call, Steps, arun, run
 from ctxwarden.core.layers import CallBudget, PendingEvent
+from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.stream import emit
 from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.draft import EXTENSION_HEADING, Drafts, extended_by, extension, fingerprint
@@ -65,6 +66,7 @@ from ctxwarden.fold.engine import (
 )
 from ctxwarden.fold.forecast import DRAFT_LOOKAHEAD_CALLS, LOOKAHEAD_CALLS, GrowthForecast, Key, prepare_threshold
 from ctxwarden.fold.preparation import Preparation, prepared_cut, previous_fold
+from ctxwarden.fold.state import FOLD_STATE_KEY, Folds
 from ctxwarden.fold.summarize import Summary, deterministic_summary, model_summary
 
 ANSWER_WAIT = 600.0
@@ -242,20 +244,31 @@ class Preparer:
         # written already, unless the fold came soon after the preparation
         outcome: Summary | BaseException = yield Call(lambda: _result(future), lambda: _aresult(future))
         wait_ms = (time.monotonic() - waited) * 1000
-        settled = self._settle(given, preparation, cut, outcome)
-        if settled is None:
-            return _with(events, (yield from self.folder.folding(given)))
-        plan, summary, gathered = settled
+        plan, summary, gathered, after = self._settle(given, preparation, cut, outcome)
+        if self._frees_too_little(given, after):
+            with self._lock:  # kept for the fold the thread grows into
+                self._prepared[(given.thread_id, given.namespace)] = preparation
+            return _with(events, held(given, after, self.folder.policy))
         later = max(0, len(plan.folded) - preparation.drafts.summarized)
         applied = yield from self.folder.applying(plan, given, summary, gathered)
         return _marked(applied, events, wait_ms, later, drafted=gathered is not None)
 
+    def _frees_too_little(self, given: FoldInput, after: int) -> bool:
+        """Whether a fold that leaves the call at `after` tokens frees less than `fold_min_saving` of it, while no
+        fold was asked for and the thread can still grow by `fold_regrow_share` of the window within it: on a small
+        window the task, the tools and a summary can weigh about what the turns a fold would take do, and such a fold
+        costs its rewrite and the turns' detail for nothing."""
+        policy = self.folder.policy
+        if given.forced or given.tokens_before + int(policy.fold_regrow_share * given.window) > given.window:
+            return False
+        return given.tokens_before - after < policy.fold_min_saving * given.tokens_before
+
     def _settle(
         self, given: FoldInput, preparation: Preparation, cut: int, outcome: Summary | BaseException
-    ) -> tuple[FoldPlan, Summary, Gathered | None] | None:
+    ) -> tuple[FoldPlan, Summary, Gathered | None, int]:
         """The fold to apply: to the cut a fold would make now, the turns after the prepared ones added, with the
-        facts drafted for exactly that cut if there is such a draft (`None`: it would not bring the call under the fold
-        threshold)."""
+        facts drafted for exactly that cut if there is such a draft; and the tokens the call would have after it (the
+        facts counted at their cap)."""
         meter, policy = self.folder.meter, self.folder.policy
         keep = 0 if given.forced else int(given.window * policy.fold_keep_share)
         now = choose_cut(given.view, meter, keep, self.folder.start(given.view, given.window))
@@ -271,9 +284,23 @@ class Preparer:
         kept = meter.messages_tokens(given.view[plan.cut :])
         facts = int(given.window * policy.fold_facts_share)  # at its cap: the section is rendered by the fold
         after = round((given.fixed_tokens + kept + meter.counter(summary.text) + facts) * given.factor)
-        if after > policy.fold_threshold(given.window):
-            return None
-        return plan, summary, draft.gathered if draft is not None else None
+        return plan, summary, draft.gathered if draft is not None else None, after
+
+
+def held(given: FoldInput, after: int, policy: ContextPolicy) -> FoldOutcome:
+    """No fold on this call (`Preparer._frees_too_little`): the view stays as it is, and the next fold waits until the
+    thread has grown by `fold_regrow_share` of the window, when the same summary takes more turns."""
+    hold = given.tokens_before + int(policy.fold_regrow_share * given.window)
+    folds = Folds(given.folds.records, hold_until=hold, requested=None)
+    number = given.folds.last.number + 1 if given.folds.last else 1
+    payload = {
+        "fold": number,
+        "tokens_before": given.tokens_before,
+        "tokens_after": after,
+        "freed": given.tokens_before - after,
+        "hold_until": hold,
+    }
+    return FoldOutcome([], {FOLD_STATE_KEY: folds.to_state()}, [("fold_held", payload, None)], None)
 
 
 def start(given: FoldInput, *, prepared: bool) -> None:

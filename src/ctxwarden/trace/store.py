@@ -49,6 +49,7 @@ KINDS = (
     "eviction",
     "context_clear",
     "context_compaction",
+    "fold_held",
 )
 """Event kinds ctxwarden writes; other kinds are accepted too."""
 
