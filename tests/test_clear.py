@@ -169,9 +169,15 @@ def _masked(views: Views) -> list[list[str]]:
     ]
 
 
+def masking(window: int) -> ContextPolicy:
+    """The cost-first mask (two turns kept) with clearing from 35% down to 20% and folding from 70%: the thresholds
+    these scenarios are sized for, as whether masking pays depends on how far off clearing is."""
+    return ContextPolicy.cost_first(2, window=window, clear_at=0.35, clear_to=0.20, summarize_at=0.70)
+
+
 def test_cost_first_masks_old_results_while_clearing_is_far() -> None:
     replies = [_step("fetch", {"page": i}, f"f{i}") for i in range(9)] + [AIMessage("done")]
-    agent, views = _agent(replies, [fetch], ContextPolicy.cost_first(mask_after_turns=2, window=1_000_000))
+    agent, views = _agent(replies, [fetch], masking(1_000_000))
     agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "cost"}})
     final = [m for m in views.views[-1] if isinstance(m, ToolMessage)]
     # results older than the newest 2 turns are masked, four turns at a time: each advance re-bills the turns after it,
@@ -184,7 +190,7 @@ def test_cost_first_leaves_to_clearing_the_results_it_would_take_within_a_few_ca
     """On a 16k window clearing starts at 5,600 tokens: masking four 500-token results there would cost a re-read of
     every turn after them and save a few cached reads before clearing hides them anyway."""
     replies = [_step("fetch", {"page": i}, f"f{i}") for i in range(9)] + [AIMessage("done")]
-    agent, views = _agent(replies, [fetch], ContextPolicy.cost_first(mask_after_turns=2, window=16_000))
+    agent, views = _agent(replies, [fetch], masking(16_000))
     config = {"configurable": {"thread_id": "cost-small"}}
     agent.invoke({"messages": [HumanMessage("go")]}, config)
     assert _masked(views) == [[]] * 10
@@ -202,7 +208,7 @@ def test_the_mask_keeps_its_reach_when_advancing_further_no_longer_pays() -> Non
     the results masked already stay masked, with the same bytes."""
     replies = [_step("fetch", {"page": i}, f"f{i}") for i in range(7)]
     replies += [_step("dump", {"part": i}, f"d{i}") for i in range(5)] + [AIMessage("done")]
-    agent, views = _agent(replies, [fetch, dump], ContextPolicy.cost_first(mask_after_turns=2, window=60_000))
+    agent, views = _agent(replies, [fetch, dump], masking(60_000))
     config = {"configurable": {"thread_id": "cost-held"}}
     agent.invoke({"messages": [HumanMessage("go")]}, config)
     masked = _masked(views)
@@ -224,7 +230,7 @@ def listing(page: int) -> str:
 @pytest.mark.parametrize(("window", "cap"), [(16_000, 32), (128_000, 150)])
 def test_cost_first_masked_results_keep_a_gist_that_shrinks_with_the_window(window: int, cap: int) -> None:
     replies = [_step("listing", {"page": i}, f"l{i}") for i in range(9)] + [AIMessage("done")]
-    agent, views = _agent(replies, [listing], ContextPolicy.cost_first(mask_after_turns=2, window=window))
+    agent, views = _agent(replies, [listing], masking(window))
     agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": f"gists-{window}"}})
     masked = [m for m in views.views[-1] if isinstance(m, ToolMessage) and m.content.startswith("[cleared")]
     assert len(masked) == 4

@@ -246,7 +246,8 @@ def build(
     backend = FilesystemBackend(root_dir=folder, virtual_mode=True)
     roomy = history_tokens * 5
     engaged = int(history_tokens / 0.7)
-    window = engaged if case in {"clearing", "deferred"} else roomy
+    # cost-first masks while clearing (from 25%) is far off: the history at a tenth of the window
+    window = engaged if case in {"clearing", "deferred"} else roomy * 2 if case == "cost-first" else roomy
     script = iter(replies)
     model = timed_model(script, window, "main")
     hook_ms: list[float] = []

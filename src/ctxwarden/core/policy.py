@@ -107,7 +107,7 @@ class ContextPolicy:
     of the window; past it the oldest facts go first, the latest user message never."""
 
     fold_min_saving: float = 0.10
-    """A fold saving less than this share of what it replaced counts as unproductive."""
+    """A fold saving less than this share of the call counts as unproductive (a prepared one is not made at all)."""
 
     fold_regrow_share: float = 0.10
     """After an unproductive fold, no new fold until the thread grew by this share of the window."""
@@ -142,14 +142,19 @@ class ContextPolicy:
         Results and large arguments older than the newest `mask_after_turns` turns are masked
         while clearing is far enough off for that to pay for its cache miss (`clip.mask`), each
         result keeping a small gist (at most 0.2% of the window, and 150 tokens);
-        clearing runs from 35% down to 20%, and folding from 70% keeps 5% verbatim with a facts
-        section of at most 5% of the window.
+        clearing runs from 25% down to 12%, and folding from 40% keeps 5% verbatim with a facts
+        section of at most 5% of the window. A fold's facts keep the lines of the results it folds, so
+        folding early costs little of what the agent comes back for, and a long view of masked turns
+        costs on every call; but a fold is made only when it frees at least 35% of the call
+        (`fold_min_saving`), so on a small window, where the task and the tools take a large share,
+        folds wait until they free that much instead of coming every few steps.
         """
         preset: dict[str, Any] = {
-            "clear_at": 0.35,
-            "clear_to": 0.20,
-            "summarize_at": 0.70,
+            "clear_at": 0.25,
+            "clear_to": 0.12,
+            "summarize_at": 0.40,
             "fold_keep_share": 0.05,
+            "fold_min_saving": 0.35,
             "gist_max_tokens": 150,
             "gist_window_share": 0.002,
             "fold_facts_share": 0.05,
