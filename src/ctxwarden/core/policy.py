@@ -177,6 +177,10 @@ class ContextPolicy:
         """Tokens at which folding fires for this window."""
         return int(window * self.summarize_at)
 
+    def fold_regrow(self, window: int) -> int:
+        """Tokens a thread grows by, on this window, before a fold that a hold put off is tried again."""
+        return int(window * self.fold_regrow_share)
+
 
 def _names(value: Iterable[str] | str) -> tuple[str, ...]:
     if isinstance(value, str):

@@ -309,9 +309,9 @@ class Folder:
         view[at] = summary_message(record)
         saved = given.tokens_before - after
         hold = None
+        regrow = self.policy.fold_regrow(given.window)
         if saved < self.policy.fold_min_saving * given.tokens_before:
-            hold = after + int(self.policy.fold_regrow_share * given.window)
-        regrow = int(self.policy.fold_regrow_share * given.window)
+            hold = after + regrow
         if after + regrow > self.policy.fold_threshold(given.window):  # little room to grow: let the thread grow first
             hold = max(hold or 0, given.tokens_before + regrow)
         folds = Folds((*given.folds.records, record), hold_until=hold, requested=None)

@@ -259,7 +259,7 @@ class Preparer:
         window the task, the tools and a summary can weigh about what the turns a fold would take do, and such a fold
         costs its rewrite and the turns' detail for nothing."""
         policy = self.folder.policy
-        if given.forced or given.tokens_before + int(policy.fold_regrow_share * given.window) > given.window:
+        if given.forced or given.tokens_before + policy.fold_regrow(given.window) > given.window:
             return False
         return given.tokens_before - after < policy.fold_min_saving * given.tokens_before
 
@@ -290,7 +290,7 @@ class Preparer:
 def held(given: FoldInput, after: int, policy: ContextPolicy) -> FoldOutcome:
     """No fold on this call (`Preparer._frees_too_little`): the view stays as it is, and the next fold waits until the
     thread has grown by `fold_regrow_share` of the window, when the same summary takes more turns."""
-    hold = given.tokens_before + int(policy.fold_regrow_share * given.window)
+    hold = given.tokens_before + policy.fold_regrow(given.window)
     folds = Folds(given.folds.records, hold_until=hold, requested=None)
     number = given.folds.last.number + 1 if given.folds.last else 1
     payload = {
