@@ -107,14 +107,14 @@ def test_a_model_switch_is_recorded(state_dir: Path) -> None:
 
 def test_a_measured_overflow_is_recorded(state_dir: Path) -> None:
     agent = create_context_agent(
-        scripted_model(["a"], window=200_000), state_dir=state_dir, policy=ContextPolicy(window=500)
+        scripted_model(["a"], window=200_000), state_dir=state_dir, policy=ContextPolicy(window=5_000)
     )
-    agent.invoke({"messages": [("user", "x" * 4_000)]}, CONFIG)
+    agent.invoke({"messages": [("user", " ".join(f"w{i}" for i in range(6_000)))]}, CONFIG)
     agent.checkpointer.conn.close()
     (overflow,) = _trace(state_dir).events(kind="context_overflow")
     assert overflow.payload["stage"] == "measured"
-    assert overflow.payload["window"] == 500
-    assert overflow.payload["input_tokens"] > 500
+    assert overflow.payload["window"] == 5_000
+    assert overflow.payload["input_tokens"] > 5_000
 
 
 class OverflowingModel(ScriptedChatModel):

@@ -33,6 +33,7 @@ from ctxwarden.errors import (
     TraceError,
     TrajectoryFormatError,
     UnknownThreadError,
+    WindowTooSmallError,
     WindowUnknownError,
 )
 from ctxwarden.fold import DETERMINISTIC, FoldRecord
@@ -96,6 +97,7 @@ __all__ = [
     "Unit",
     "UnknownThreadError",
     "Window",
+    "WindowTooSmallError",
     "WindowUnknownError",
     "__version__",
     "acompact",

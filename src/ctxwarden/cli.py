@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxwarden.errors import CtxwardenError
+from ctxwarden.errors import CtxwardenError, WindowTooSmallError
 
 KIND_ALIASES = {"fold": "context_compaction", "clear": "context_clear", "evict": "eviction"}
 """Short names `--kind` accepts for the lifecycle events (a fold is recorded as `context_compaction`)."""
@@ -383,6 +383,12 @@ def _demo(args: argparse.Namespace) -> int:
             thread_id=args.thread,
             console=err if err.is_terminal else None,
         )
+    except WindowTooSmallError as exc:
+        sys.stderr.write(
+            f"ctxwarden demo: --window {exc.window:,} cannot hold the recorded agent's system prompt and tool schemas "
+            f"({exc.fixed:,} tokens) before any message. Fix: pass --window {max(4 * exc.fixed, 8_000)} or more.\n"
+        )
+        return 2
     except (CtxwardenError, ValueError) as exc:
         sys.stderr.write(f"ctxwarden demo: {exc}\n")
         return 1

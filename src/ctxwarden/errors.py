@@ -24,6 +24,17 @@ class WindowUnknownError(CtxwardenError, LookupError):
     """The context window of the model being called cannot be determined."""
 
 
+class WindowTooSmallError(CtxwardenError, ValueError):
+    """The window of the model being called cannot hold even the system prompt and the tool schemas."""
+
+    def __init__(self, message: str, *, window: int, fixed: int) -> None:
+        super().__init__(message)
+        self.window = window
+        """The window, in tokens."""
+        self.fixed = fixed
+        """What the system prompt and the tool schemas take, in tokens."""
+
+
 class ContextStillTooLargeError(CtxwardenError, ContextOverflowError):
     """The provider refused a call as too long even after ctxwarden cleared and folded and retried.
 
@@ -135,6 +146,7 @@ __all__ = [
     "TraceError",
     "TrajectoryFormatError",
     "UnknownThreadError",
+    "WindowTooSmallError",
     "WindowUnknownError",
     "is_context_overflow",
 ]

@@ -20,6 +20,7 @@ from deepagents.backends import FilesystemBackend
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
+from ctxwarden.core.identity import identified
 from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layout import CHECKPOINTS_FILE, DEFAULT_STATE_DIR, TRACE_FILE
 from ctxwarden.core.meter import TokenMeter
@@ -181,7 +182,7 @@ class Session:
     def units(self) -> list[Unit]:
         """The thread's turns and folds to fork from, numbered in conversation order."""
         values = self.agent.get_state(self.config).values
-        return list_units(values.get("messages", []), values, self.meter)
+        return list_units(identified(values.get("messages", [])), values, self.meter)
 
     def fork(self, units: Sequence[int], *, thread_id: str | None = None, model: Any = None) -> Session:
         """A new session on a new thread seeded with the chosen units; this thread is left as it was.
@@ -192,7 +193,7 @@ class Session:
         also searches this thread, read-only.
         """
         values = self.agent.get_state(self.config).values
-        seed = seed_messages(values.get("messages", []), values, units, self.thread_id)
+        seed = seed_messages(identified(values.get("messages", [])), values, units, self.thread_id)
         new_thread = thread_id or f"{self.thread_id}-fork-{uuid.uuid4().hex[:8]}"
         target: RunnableConfig = {"configurable": {"thread_id": new_thread}}
         if self.checkpointer.get_tuple(target) is not None:

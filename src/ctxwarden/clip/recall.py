@@ -35,6 +35,7 @@ from langgraph.prebuilt import InjectedState
 from ctxwarden.clip.evict import RECALL_TOOL
 from ctxwarden.clip.names import TAIL_MARK, call_key, recall_id, split_recall_id
 from ctxwarden.clip.search import Source, file_sources, find, matcher, message_sources, own_files, reader, render
+from ctxwarden.core.identity import identified
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.runtime import step_context
 from ctxwarden.core.stamp import METADATA_KEY
@@ -59,7 +60,7 @@ def own_scope(backend: Any) -> Scope:
     read = reader(backend)
 
     def sources(state: Mapping[str, Any]) -> list[Source]:
-        found = message_sources(list(state.get("messages", [])), None, read)
+        found = message_sources(identified(state.get("messages", [])), None, read)
         covered = [s.path for s in found if s.path]
         return found + file_sources(own_files(backend, step_context()[0], covered), read)
 
@@ -241,7 +242,7 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
             if not query:
                 return '[ctxwarden: pass call_id="..." (from a placeholder) or query="..." (text to search for).]'
             return search(state, searched, query, regex, page, counting)
-        messages = list(state.get("messages", []))
+        messages = identified(state.get("messages", []))
         resolved = resolve(messages, call_id)
         if isinstance(resolved, str):
             return resolved

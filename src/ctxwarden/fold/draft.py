@@ -24,8 +24,6 @@ A draft is only memory: nothing is written until the fold fires.
 from __future__ import annotations
 
 import contextvars
-import hashlib
-import json
 import threading
 import time
 from collections.abc import Sequence
@@ -34,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from ctxwarden.core.caches import ObjectCache
+from ctxwarden.core.identity import fingerprint
 from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.engine import Folder, FoldInput, Gathered
 from ctxwarden.fold.state import is_summary, summary_message
@@ -53,28 +51,6 @@ need the interpreter), and the drafts are needed only on the next call, after th
 
 Covered = tuple[tuple[str | None, str], ...]
 """`(id, fingerprint)` of every message a fold covers, as the thread holds them."""
-
-
-_FINGERPRINTS: ObjectCache[str] = ObjectCache(cap=50_000)
-"""Digests by message object: a thread's messages are checked on every call past the pre-fold point and again when
-the fold fires, and a message object is not edited in place (an edit is a new message)."""
-
-
-def fingerprint(message: BaseMessage) -> str:
-    """A short digest of what a message says (content, tool calls, the call it answers)."""
-    known = _FINGERPRINTS.get(message)
-    if known is not None:
-        return known
-    body = [
-        message.type,
-        message.content,
-        getattr(message, "tool_calls", None),
-        getattr(message, "tool_call_id", None),
-    ]
-    text = json.dumps(body, default=str, sort_keys=True, ensure_ascii=False)
-    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
-    _FINGERPRINTS.put(message, digest)
-    return digest
 
 
 def covered(messages: Sequence[BaseMessage]) -> Covered:

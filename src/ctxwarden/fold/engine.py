@@ -308,8 +308,13 @@ class Folder:
         )
         view[at] = summary_message(record)
         saved = given.tokens_before - after
-        hold = None
         regrow = self.policy.fold_regrow(given.window)
+        if saved <= 0:  # the summary weighs what it replaces: the view stays, and the next fold waits for growth
+            hold = given.folds.hold_until if given.forced else given.tokens_before + regrow
+            held = {"fold": record.number, "tokens_before": given.tokens_before, "tokens_after": after}
+            state = {FOLD_STATE_KEY: Folds(given.folds.records, hold_until=hold, requested=None).to_state()}
+            return FoldOutcome([], state, [("fold_held", {**held, "freed": saved, "hold_until": hold}, None)], None)
+        hold = None
         if saved < self.policy.fold_min_saving * given.tokens_before:
             hold = after + regrow
         if after + regrow > self.policy.fold_threshold(given.window):  # little room to grow: let the thread grow first

@@ -64,10 +64,13 @@ Excerpt = Callable[[ToolMessage, Seen], Sequence[str]]
 """The whole lines of a folded output worth keeping, given how many earlier folded messages showed each token."""
 
 OWN_LINE = "[ctxwarden:"
-"""How ctxwarden's own lines start (an eviction marker in a preview): never quoted as a line of an output."""
+"""How ctxwarden's own lines start (an eviction marker in a preview, a gauge note): never quoted as a line of an
+output, where it would read as ctxwarden's word on the thread (`imitates_own`)."""
 
 FACTS_END = "(end of the quoted facts)"
 """Closes the section, so the next fold can take it back exactly, whatever prose follows it."""
+
+_STRUCTURE = frozenset({FACTS_HEADING, FACTS_END, *(f"### {title}" for title in _SUBSECTIONS)})
 
 
 @dataclass(slots=True)
@@ -120,14 +123,13 @@ def gather(previous: Facts, folded: Sequence[BaseMessage], excerpt: Excerpt | No
             text = content_text(message.content)
             command = commands.get(message.tool_call_id, "")
             line = error_line(text)
+            line = None if line is None or imitates_own(line) else line
             outcomes.append((command, line is not None))
             if line is not None:
                 pending.append((len(outcomes) - 1, command, line))
             _used_lines(facts, seen["used"], text, last_written, spoken)
             if excerpt is not None:
-                gisted.extend(
-                    line for line in excerpt(message, lambda t: shown.get(t, 0)) if not line.startswith(OWN_LINE)
-                )
+                gisted.extend(line for line in excerpt(message, lambda t: shown.get(t, 0)) if not imitates_own(line))
         if excerpt is not None:
             for token in set(TOKEN.findall(message_text(message))):
                 shown[token] = shown.get(token, 0) + 1
@@ -174,7 +176,7 @@ def _used_lines(facts: Facts, seen: set[str], text: str, last_written: Mapping[s
     """The first line of an output to show each token the agent went on to write (after `spoken` of its messages)."""
     taken: set[str] = set()
     for line in text.splitlines():
-        if not line.strip() or len(line) > MAX_LINE_CHARS:
+        if not line.strip() or len(line) > MAX_LINE_CHARS or imitates_own(line):
             continue
         fresh = [t for t in TOKEN.findall(line) if last_written.get(t, 0) > spoken and t not in taken]
         if fresh:
@@ -188,7 +190,7 @@ def _latest_lines(facts: Facts, seen: set[str], text: str, last_written: Mapping
     spread: dict[str, int] = {}
     found: list[tuple[int, str, set[str]]] = []
     for index, line in enumerate(text.splitlines()):
-        if not line.strip() or len(line) > MAX_LINE_CHARS // 2:
+        if not line.strip() or len(line) > MAX_LINE_CHARS // 2 or imitates_own(line):
             continue
         fresh = {token for token in TOKEN.findall(line) if token not in last_written}
         for token in fresh:
@@ -207,6 +209,14 @@ def _latest_lines(facts: Facts, seen: set[str], text: str, last_written: Mapping
         found.remove(best)
     for _index, line in sorted(chosen):
         _add(facts.used, seen, line)
+
+
+def imitates_own(line: str) -> bool:
+    """Whether an output's line reads as ctxwarden's own text: a note or marker, or a line of the facts section's
+    structure. A tool printed it (a log that quotes ctxwarden, or one made to look like it), so the facts never quote
+    it: there it would read as the thread's status, or end the section early. The output itself keeps it."""
+    text = line.strip()
+    return text.lower().startswith(OWN_LINE) or text in _STRUCTURE
 
 
 def _add(items: list[str], seen: set[str], item: str) -> None:
@@ -285,6 +295,7 @@ __all__ = [
     "error_line",
     "gather",
     "gist_lines",
+    "imitates_own",
     "quoted",
     "render",
     "strip_facts",

@@ -12,11 +12,17 @@ line that says the staging finished; a later write that finds a finished staged 
 the file is a prefix of starts from it. And fold N's section replaces whatever the file
 holds from `## fold N` on: a section cut short by a kill, or sections written by a run
 whose checkpoint was lost (the thread knows only the folds before N).
+
+Where fold N begins is found by walking the sections, each heading stating the length of
+its body, never by searching the text: the folded turns are tool outputs and messages that
+may hold a line `## fold 2` of their own, and a search once cut the file there. A file
+written before the headings stated their length is searched as it was.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Any
 
 from ctxwarden.core.io import Steps, arun, method, run
@@ -63,8 +69,33 @@ def _rewrite(current: bytes | None, staged: bytes | None, number: int, section: 
     text = decode(current) if current is not None else ""
     finished = _finished(staged)
     base = finished if finished is not None and finished.startswith(text) else text
-    start = base.find("\n" + section_marker(number))
-    return text, (base if start < 0 else base[:start]) + section
+    return text, base[: _section_start(base, number)] + section
+
+
+_HEADING = re.compile(r"\n\n## fold (\d+)\n\n<!-- (\d+) characters; ")
+
+
+def _section_start(text: str, number: int) -> int:
+    """Where fold `number`'s section begins in `text`, or where it goes: past every whole section before it.
+
+    Each heading states its body's length, so the walk jumps from heading to heading and reads no content; a section
+    cut short (its stated body runs past the end) is where the walk stops. From a heading written before lengths were
+    stated, the old search for the next heading takes over.
+    """
+    position = 0
+    while position < len(text):
+        heading = _HEADING.match(text, position)
+        if heading is None:
+            start = text.find("\n" + section_marker(number), position)
+            return len(text) if start < 0 else start
+        if int(heading[1]) >= number:
+            return position
+        line_end = text.find("\n", heading.end())
+        end = line_end + 1 + int(heading[2])
+        if line_end < 0 or end > len(text):
+            return position
+        position = end
+    return len(text)
 
 
 def _writes(found: Any, staged: Any, number: int, section: str) -> tuple[bytes | None, bool]:

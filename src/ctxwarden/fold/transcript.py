@@ -52,14 +52,29 @@ def transcript(messages: Sequence[BaseMessage], *, max_chars_per_message: int | 
 
 
 def history_section(number: int, thread: str | None, messages: Sequence[BaseMessage]) -> str:
-    """The markdown section a fold appends to the thread's history file (full text, nothing cut)."""
-    first, last = messages[0].id, messages[-1].id
-    return f"\n\n## fold {number}\n\n<!-- thread {thread}; messages {first} .. {last} -->\n\n{transcript(messages)}\n"
+    """The markdown section a fold appends to the thread's history file (full text, nothing cut).
+
+    Its heading states how many characters of body follow it, so the sections are found by walking from one to the
+    next (`ctxwarden.fold.history`): a line of content that reads `## fold 2` is never taken for a heading.
+    """
+    first, last = _one_line(messages[0].id), _one_line(messages[-1].id)
+    body = f"\n{transcript(messages)}\n"
+    about = f"thread {_one_line(thread)}; messages {first} .. {last}"
+    return f"{SECTION_START}{number}\n\n<!-- {len(body)} characters; {about} -->\n{body}"
+
+
+SECTION_START = "\n\n## fold "
+"""How every section begins: the heading, then a comment line stating the length of the body after it."""
+
+
+def _one_line(value: object) -> str:
+    """A heading's value on one line that cannot close its comment (ids and thread ids are the caller's)."""
+    return str(value).replace("\r", "\\r").replace("\n", "\\n").replace("-->", "--\\>")
 
 
 def section_marker(number: int) -> str:
-    """The heading that tells a retry this fold's section is already in the file."""
+    """The heading of fold `number`, as files written before the headings stated their length began it."""
     return f"\n## fold {number}\n"
 
 
-__all__ = ["history_section", "render", "section_marker", "transcript"]
+__all__ = ["SECTION_START", "history_section", "render", "section_marker", "transcript"]

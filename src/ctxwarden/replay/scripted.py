@@ -56,7 +56,8 @@ class ScriptedChatModel(StreamedReplies, GenericFakeChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        if (self._bound and not kwargs.pop(AGENT_CALL, False)) or is_fold_request(messages):
+        # only the agent's own model (bound) refuses: a scripted model given as the summarizer is there to answer folds
+        if self._bound and (not kwargs.pop(AGENT_CALL, False) or is_fold_request(messages)):
             raise ReplayMismatchError(
                 f"scripted model {self.name!r} was called outside its agent's loop (a fold asking for a summary, "
                 "when no summarizer was given); its replies are scripted for the agent, so none is spent here. "

@@ -42,13 +42,14 @@ from ctxwarden.clip.evict import Evictor
 from ctxwarden.clip.recall import make_recall_tool
 from ctxwarden.core.foreground import FOREGROUND
 from ctxwarden.core.gauge_note import GaugeNote
+from ctxwarden.core.identity import Identities
 from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.stream import emit_layer_events
 from ctxwarden.core.window import resolve_window
-from ctxwarden.errors import ContextStillTooLargeError, is_context_overflow
+from ctxwarden.errors import ContextStillTooLargeError, WindowTooSmallError, is_context_overflow
 from ctxwarden.fold.tool import make_compact_tool
 from ctxwarden.stack.call_events import asks_for_tools, before_call_events, failed_call_events, tool_event
 from ctxwarden.stack.pick import ModelPicker
@@ -88,6 +89,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         scope = ThreadScope(backend, self.policy, self.meter)  # recall(query=...) marks what the model sees
         self.tools = [make_recall_tool(backend, scope=scope, meter=self.meter), make_compact_tool()]
         self.tool_instances = ToolInstances()  # a tool copied on every call keeps its schema memo
+        self.identities = Identities()  # the thread and its views, identified once a message (`core.identity`)
 
     @property
     def name(self) -> str:
@@ -125,18 +127,31 @@ class ContextWindowMiddleware(AgentMiddleware):
         return CallBudget(window, measurement, self.policy, force)
 
     def _picked(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
-        """The request with the model the run's context picks (before anything is measured), and with each copy of
-        a tool seen before swapped for its first instance (see `stack.tool_copies`)."""
+        """The request with the model the run's context picks (before anything is measured), with each copy of a
+        tool seen before swapped for its first instance (see `stack.tool_copies`), and with its messages and the
+        thread's identified (`core.identity`): the layers find every message by an id no other message has."""
         model = self.pick_model(request) if self.pick_model is not None else None
         tools = self.tool_instances.reused(request.tools)
+        changes: dict[str, Any] = {}
         if model is not None and model is not request.model:
-            return request.override(model=model, tools=tools)
-        return request if tools is request.tools else request.override(tools=tools)
+            changes["model"] = model
+        if tools is not request.tools:
+            changes["tools"] = tools
+        messages = self.identities(request.messages)
+        if messages is not request.messages:
+            changes["messages"] = messages
+        state = request.state
+        raw = state.get("messages") if isinstance(state, dict) else None
+        if raw:
+            thread = messages if raw is request.messages else self.identities(raw)
+            if thread is not raw:
+                changes["state"] = {**state, "messages": thread}
+        return request.override(**changes) if changes else request
 
     def _shape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
         with FOREGROUND.call():  # the stack's background work waits meanwhile (`core.foreground`)
             request = self._picked(request)
-            shaped = _Shaped(request, self.budget(request, force=force))
+            shaped = _Shaped(request, _with_room(self.budget(request, force=force)))
             measure = functools.partial(self.budget, force=force)
             for layer in (*self.layers, self.note):
                 shaped.take(layer, layer.shape(shaped.request, shaped.budget), measure)
@@ -146,7 +161,7 @@ class ContextWindowMiddleware(AgentMiddleware):
     async def _ashape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
         with FOREGROUND.call():
             request = self._picked(request)
-            shaped = _Shaped(request, self.budget(request, force=force))
+            shaped = _Shaped(request, _with_room(self.budget(request, force=force)))
             measure = functools.partial(self.budget, force=force)
             for layer in (*self.layers, self.note):
                 shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), measure)
@@ -358,6 +373,24 @@ class _Shaped:
         self.events.extend(edit.events)
         self.stamp.update(edit.stamp or {})
         emit_layer_events(edit.events)  # a client streaming `custom` sees each batch, fold and note as it happens
+
+
+def _with_room(budget: CallBudget) -> CallBudget:
+    """`budget`, unless its window cannot hold what every call sends before any message: no layer can make room there,
+    and a run would go on with every call over the window."""
+    measured = budget.measurement
+    fixed = round((measured.system + measured.tools) * measured.factor)
+    window = budget.window
+    if fixed < window.tokens:
+        return budget
+    raise WindowTooSmallError(
+        f"the window of {window.model} is {window.tokens:,} tokens, but the system prompt "
+        f"({measured.system:,} tokens) and the tool schemas ({measured.tools:,} tokens) alone take {fixed:,}: no "
+        "message would fit. Fix: pass the model's real window (ContextPolicy(window=...) well above "
+        f"{fixed:,}, e.g. {max(4 * fixed, 8_000):,}), or give the agent a shorter system prompt or fewer tools.",
+        window=window.tokens,
+        fixed=fixed,
+    )
 
 
 def _still_too_large(first: _Shaped, retry: _Shaped, error: Exception) -> ContextStillTooLargeError:

@@ -20,6 +20,7 @@ from langgraph.config import get_config
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 
 from ctxwarden.clip.search import Reader, Source, file_sources, message_sources, own_files, reader
+from ctxwarden.core.identity import identified
 from ctxwarden.core.layout import HISTORY_DIR, safe_component
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
@@ -40,7 +41,7 @@ class ThreadScope:
     def __call__(self, state: Mapping[str, Any]) -> list[Source]:
         backend = getattr(self.backend, "current", self.backend)  # a backend found on the agent's tools
         read = reader(backend)
-        messages = list(state.get("messages", []))
+        messages = identified(state.get("messages", []))
         view = model_view(messages, state, self.policy, self.meter)
         own = message_sources(messages, view, read)
         parents = ancestors(state, _thread_values)
@@ -55,7 +56,7 @@ class ThreadScope:
         seeded = frozenset(m.id for m in messages if m.id)
         earlier: list[Source] = []
         for name, values in reversed(parents):  # the oldest first: conversation order
-            theirs = message_sources(list(values.get("messages", [])), None, beneath, thread=name, skip=seeded)
+            theirs = message_sources(identified(values.get("messages", [])), None, beneath, thread=name, skip=seeded)
             covered = [s.path for s in theirs if s.path]
             earlier += theirs + file_sources(own_files(_inner(backend), name, covered), beneath, thread=name)
         return [*earlier, *own, *files]

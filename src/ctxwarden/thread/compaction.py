@@ -46,7 +46,9 @@ def compact(
     policy: ContextPolicy | None = None,
     meter: TokenMeter | None = None,
 ) -> FoldRecord | None:
-    """Fold the thread in `config` now; returns the fold, or `None` when there is nothing to fold.
+    """Fold the thread in `config` now; returns the fold, or `None` when there is nothing to fold or the fold would
+    free nothing (its summary as large as the turns it replaces: the view is left as it is, and the trace records a
+    `fold_held` event with what it would have freed).
 
     `source` is the agent, its checkpointer or its state dir. An agent built by
     `create_context_agent` brings its own backend, trace, policy and summarizer, whatever

@@ -23,6 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.graph import END, START, StateGraph
 
+from ctxwarden.core.identity import identified
 from ctxwarden.core.layout import CHECKPOINTS_FILE
 from ctxwarden.errors import ThreadSourceError, UnknownThreadError
 from ctxwarden.thread.checkpoints import SqliteCheckpointer, checkpointer_of, open_checkpointer
@@ -84,26 +85,35 @@ def read_messages(source: Any, config: RunnableConfig) -> list[BaseMessage]:
 def read_values(source: Any, config: RunnableConfig) -> dict[str, Any]:
     """The checkpointed state values of the thread in `config` (messages and private keys)."""
     if is_served(source):  # a LangGraph server's thread: read over its API
-        return served_values(source, config)
+        return _identified(served_values(source, config))
     thread = thread_id_of(config)
     with opened(source) as target:
         values = _graph(target).get_state(config).values
         if not _has_messages(values):
             raise _unknown(thread, known_threads(target))
-        return dict(values)
+        return _identified(values)
 
 
 async def aread_values(source: Any, config: RunnableConfig) -> dict[str, Any]:
     """Async twin of `read_values`: the same answers and errors, the checkpointer read with its async calls."""
     if is_served(source):
-        return await aserved_values(source, config)
+        return _identified(await aserved_values(source, config))
     if isinstance(source, str | Path):  # a state dir opens a SQLite file: do it off the loop
         return await asyncio.to_thread(read_values, source, config)
     thread = thread_id_of(config)
     values = (await _graph(source).aget_state(config)).values
     if not _has_messages(values):
         raise _unknown(thread, await aknown_threads(source))
-    return dict(values)
+    return _identified(values)
+
+
+def _identified(values: Any) -> dict[str, Any]:
+    """The values with their messages identified as the layers identify them (`core.identity`): a message without an
+    id, or with another's, is found by the id ctxwarden derived for it, in the report and a compaction alike."""
+    out = dict(values)
+    if out.get("messages"):
+        out["messages"] = identified(out["messages"])
+    return out
 
 
 def _has_messages(values: Any) -> bool:

@@ -1,0 +1,127 @@
+"""Every message has an identity of ctxwarden's own, whatever id the caller gave it.
+
+The layers find messages by id: the last message a fold covers, the task pinned above the
+summary, the turns a prepared summary read, the message a search hit came from. LangGraph's
+`add_messages` gives every message an id, but deepagents' messages channel appends a
+`("user", ...)` tuple or a dict as it came, so a thread the README's own input built holds
+one user message with `id=None` a turn, and anything indexed by id folds them all onto the
+last one. A thread can also hold two messages with one id (a list a caller wrote whole).
+
+So the lists the layers read are *identified* first: a message with no id, or with an id
+an earlier message of the list already has, is replaced by a copy whose id is derived from
+what it says and how many messages saying the same came before it in the list. The thread
+itself is never edited, and the derivation depends only on the list, so every process, the
+thread state and the call's view all agree on it, before and after a resume. A list that
+needs nothing is returned as it is; `Identities` remembers the lists it identified, so a
+thread that grew costs only its new messages on the per-call path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from langchain_core.messages import BaseMessage
+
+from ctxwarden.core.caches import ObjectCache
+from ctxwarden.core.list_totals import starts_with
+
+DERIVED_PREFIX = "ctxw-"
+"""Ids ctxwarden derives start so; they live only in the lists the layers read, never in the thread."""
+
+_FINGERPRINTS: ObjectCache[str] = ObjectCache(cap=50_000)
+"""Digests by message object: a message object is not edited in place (an edit is a new message)."""
+
+
+def fingerprint(message: BaseMessage) -> str:
+    """A short digest of what a message says (type, content, tool calls, the call it answers)."""
+    known = _FINGERPRINTS.get(message)
+    if known is not None:
+        return known
+    body = [
+        message.type,
+        message.content,
+        getattr(message, "tool_calls", None),
+        getattr(message, "tool_call_id", None),
+    ]
+    text = json.dumps(body, default=str, sort_keys=True, ensure_ascii=False)
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+    _FINGERPRINTS.put(message, digest)
+    return digest
+
+
+@dataclass(slots=True)
+class _Identified:
+    """One list identified before: its messages as given, as identified, the ids taken and the derivations made."""
+
+    given: list[BaseMessage]
+    out: list[BaseMessage]
+    taken: set[str] = field(default_factory=set)
+    derived: Counter[str] = field(default_factory=Counter)
+
+    def extend(self, messages: Sequence[BaseMessage]) -> None:
+        for message in messages:
+            self.given.append(message)
+            self.out.append(self._identify(message))
+
+    def _identify(self, message: BaseMessage) -> BaseMessage:
+        if message.id is not None and message.id not in self.taken:
+            self.taken.add(message.id)
+            return message
+        digest = fingerprint(message)
+        while True:  # a caller's id may already read like a derived one: take the next free
+            nth = self.derived[digest]
+            self.derived[digest] = nth + 1
+            derived = f"{DERIVED_PREFIX}{message.type}-{digest}-{nth}"
+            if derived not in self.taken:
+                break
+        self.taken.add(derived)
+        return message.model_copy(update={"id": derived})
+
+
+def identified(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """`messages` with every message identified (see the module); the list itself when none needs it."""
+    record = _Identified([], [])
+    record.extend(messages)
+    return _result(messages, record)
+
+
+class Identities:
+    """Identifies lists on the per-call path: a list that extends one identified before costs only its new messages.
+
+    Keeps the last `cap` lists (the thread and the views the layers make of it), most recent first.
+    """
+
+    __slots__ = ("_lists", "_lock", "cap")
+
+    def __init__(self, cap: int = 4) -> None:
+        self.cap = cap
+        self._lists: list[_Identified] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        if not messages:
+            return list(messages)
+        with self._lock:
+            for record in self._lists:
+                if starts_with(messages, record.given):
+                    record.extend(messages[len(record.given) :])
+                    self._lists = [record, *(r for r in self._lists if r is not record)]
+                    return _result(messages, record)
+            record = _Identified([], [])
+            record.extend(messages)
+            self._lists = [record, *self._lists[: self.cap - 1]]
+            return _result(messages, record)
+
+
+def _result(messages: Sequence[BaseMessage], record: _Identified) -> list[BaseMessage]:
+    if not record.derived:
+        return messages if isinstance(messages, list) else list(messages)
+    return list(record.out)
+
+
+__all__ = ["DERIVED_PREFIX", "Identities", "fingerprint", "identified"]
