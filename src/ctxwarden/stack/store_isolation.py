@@ -44,7 +44,7 @@ from deepagents.backends.protocol import (
 from langgraph.config import get_store
 from langgraph.store.base import BaseStore
 
-from ctxwarden.core.layout import safe_component
+from ctxwarden.core.layout import is_component, safe_component
 from ctxwarden.core.runtime import step_context
 from ctxwarden.errors import CtxwardenError
 from ctxwarden.stack.isolation import owner_of
@@ -177,7 +177,7 @@ class ThreadIsolatedStoreBackend(BackendProtocol):
         owner = owner_of(path)
         if owner is None:
             return self.workspace, None
-        if not _COMPONENT.match(owner) or safe_component(owner) != owner:
+        if not _COMPONENT.match(owner) or not is_component(owner):
             return None, f"{path}: no thread is named {owner!r} (names in offload paths are sanitized thread ids)"
         if own is None or owner == own:
             return self.thread_namespace(owner), None
