@@ -76,6 +76,8 @@ def resolve(messages: Sequence[BaseMessage], reference: str) -> tuple[str, str |
     ids = dict.fromkeys(
         str(c.get("id")) for m in messages if isinstance(m, AIMessage) for c in m.tool_calls
     ) | dict.fromkeys(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
+    if key is not None and reference in ids and not (call_id in ids and _has_key(messages, call_id, key)):
+        return reference, None  # a call id that merely ends like a call key (`c#0badf00d`): the whole id
     if call_id in ids:
         return call_id, key
     tail = call_id.removeprefix(TAIL_MARK)
@@ -86,6 +88,11 @@ def resolve(messages: Sequence[BaseMessage], reference: str) -> tuple[str, str |
             f"{', '.join(repr(known) for known in found)}. Name the one you mean by its whole id.]"
         )
     return (found[0] if found else call_id), key
+
+
+def _has_key(messages: Sequence[BaseMessage], call_id: str, key: str) -> bool:
+    """Whether a call of the thread with id `call_id` has the call key `key`."""
+    return any(k == key for k, _m in answers(list(messages), call_id))
 
 
 def answers(messages: list[BaseMessage], call_id: str) -> list[tuple[str | None, ToolMessage]]:

@@ -28,4 +28,22 @@ def step_context() -> tuple[str | None, str, str | None]:
     return (str(thread) if thread is not None else None), namespace, (str(run) if run is not None else None)
 
 
-__all__ = ["step_context"]
+def check_thread_id() -> None:
+    """Refuse a run whose thread id is `""`, before it does anything.
+
+    An empty id names no thread: its files would have no folder of their own, and langgraph
+    would keep its checkpoints under a key a typo makes. Refused at the first model call, so
+    nothing has run yet and nothing is lost; no thread id at all (`None`) is a run without a
+    checkpointer and goes on.
+    """
+    thread = step_context()[0]
+    if thread is not None and not thread:
+        from ctxwarden.errors import ThreadIdError
+
+        raise ThreadIdError(
+            "thread_id '' names no thread: ctxwarden keeps each thread's evicted outputs and history in a folder "
+            'named after it. Pass a non-empty id, e.g. config={"configurable": {"thread_id": "session-1"}}.'
+        )
+
+
+__all__ = ["check_thread_id", "step_context"]

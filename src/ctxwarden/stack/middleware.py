@@ -45,6 +45,7 @@ from ctxwarden.core.gauge_note import GaugeNote
 from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
+from ctxwarden.core.runtime import check_thread_id
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.stream import emit_layer_events
 from ctxwarden.core.window import resolve_window
@@ -159,6 +160,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        check_thread_id()
         shaped = self._shape(request)
         self.recorder.record_later(before_call_events(shaped.request, shaped.budget))
         try:
@@ -190,6 +192,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        check_thread_id()
         shaped = await self._ashape(request)
         self.recorder.record_later(before_call_events(shaped.request, shaped.budget))
         try:
