@@ -26,7 +26,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from ctxwarden.clip.names import call_key, recall_id, result_path
+from ctxwarden.clip.names import issuing_key, recall_id, result_path
 from ctxwarden.clip.preview import preview
 from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layers import PendingEvent
@@ -78,7 +78,7 @@ class Evictor:
             return None
         thread, namespace, _run = step_context()
         call_id = message.tool_call_id or str(request.tool_call.get("id") or "no-id")
-        key = _issuing_key(request, call_id)
+        key = issuing_key(_messages(request), request.tool_call, call_id, text)
         path = result_path(thread, namespace, call_id, key)
         reference = recall_id(call_id, key)
         tool = message.name or request.tool_call.get("name") or "tool"
@@ -176,15 +176,8 @@ class Evictor:
         return replaced
 
 
-def _issuing_key(request: ToolCallRequest, call_id: str) -> str | None:
-    """The call key of the call being answered: from the latest AI message in state that made a call with this id."""
-    state = request.state if isinstance(request.state, dict) else {}
-    for message in reversed(state.get("messages") or []):
-        if isinstance(message, AIMessage):
-            for index, call in enumerate(message.tool_calls):
-                if call.get("id") == call_id:
-                    return call_key(message.id, index)
-    return None
+def _messages(request: ToolCallRequest) -> list[Any]:
+    return list((request.state.get("messages") if isinstance(request.state, dict) else None) or [])
 
 
 def _upload_error(responses: Sequence[Any]) -> str | None:

@@ -106,7 +106,10 @@ def answers(messages: list[BaseMessage], call_id: str) -> list[tuple[str | None,
         if isinstance(message, AIMessage):
             waiting += [call_key(message.id, i) for i, c in enumerate(message.tool_calls) if c.get("id") == call_id]
         elif isinstance(message, ToolMessage) and message.tool_call_id == call_id:
-            found.append((waiting.pop(0) if waiting else None, message))
+            in_order = waiting.pop(0) if waiting else None
+            record = message.response_metadata.get(METADATA_KEY) or {}
+            recorded = record.get("key") if isinstance(record, dict) and record.get("evicted") else None
+            found.append((recorded or in_order, message))  # an evicted output's key is the one its file has
     return found
 
 
@@ -116,8 +119,8 @@ def _choose(
     """The one result meant, or why there is none (unknown id or key, or an ambiguous bare id)."""
     if key is not None:
         found = [(k, m) for k, m in found if k == key]
-    if len(found) == 1:
-        return found[0][1], None
+    if len(found) == 1 or (key is not None and len({text_of(m) for _k, m in found}) == 1):
+        return found[0][1], None  # (twin calls that returned the same text share their key)
     if not found:
         known = "this call id and key" if key else "this call id"
         named = recall_id(call_id, key)
@@ -203,6 +206,8 @@ def _calling(messages: list[BaseMessage], reference: str) -> tuple[AIMessage, An
         for i, call in enumerate(message.tool_calls)
         if call.get("id") == call_id and (key is None or call_key(message.id, i) == key)
     ]
+    if not found and key is not None and _has_key(messages, call_id, key):  # twins keyed by their output
+        return _calling(messages, call_id)
     return found[-1] if found else None
 
 
