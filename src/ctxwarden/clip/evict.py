@@ -26,7 +26,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from ctxwarden.clip.names import issuing_key, recall_id, result_path
+from ctxwarden.clip.names import content_hash, issuing_key, recall_id, result_path
 from ctxwarden.clip.preview import preview
 from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layers import PendingEvent
@@ -99,6 +99,7 @@ class Evictor:
                 f'or get the exact text with {RECALL_TOOL}(call_id="{reference}").]'
             )
         body = f"{shown_text}\n{marker}"
+        data = encode(text)
         blocks = _non_text_blocks(message)
         record = {
             "evicted": True,
@@ -107,6 +108,7 @@ class Evictor:
             "tokens": tokens,
             "chars": len(text),
             "exact_utf8": exact,
+            "sha256": content_hash(data),  # recall checks the file against it: an edited file is never the original
         }
         replaced = message.model_copy(
             update={
@@ -123,7 +125,7 @@ class Evictor:
             "threshold": threshold,
             "reason": "size" if tokens > threshold else "not-utf8",
         }
-        return path, encode(text), replaced, event
+        return path, data, replaced, event
 
     def evict(self, request: ToolCallRequest, result: ToolMessage | Command[Any]) -> tuple[Any, list[PendingEvent]]:
         return run(self._evicting(request, result))

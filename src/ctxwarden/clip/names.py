@@ -71,6 +71,18 @@ def split_recall_id(value: str) -> tuple[str, str | None]:
     return value, None
 
 
+def content_hash(data: bytes) -> str:
+    """The hash an eviction record keeps of the file it wrote (SHA-256, hex)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def changed_file(record: Mapping[str, Any], data: bytes) -> bool:
+    """Whether `data`, read from an evicted output's file, is not what eviction wrote (records without a hash,
+    written before hashes were kept, cannot tell and count as unchanged)."""
+    kept = record.get("sha256")
+    return isinstance(kept, str) and kept != content_hash(data)
+
+
 TAIL_MARK = "…"
 """Opens a call id shown by its last characters: `recall(call_id="…Sr5FeHu")`."""
 
@@ -106,6 +118,8 @@ __all__ = [
     "SHOWN_TAIL_CHARS",
     "TAIL_MARK",
     "call_key",
+    "changed_file",
+    "content_hash",
     "issuing_key",
     "recall_id",
     "result_path",

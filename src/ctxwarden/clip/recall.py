@@ -33,7 +33,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import InjectedState
 
 from ctxwarden.clip.evict import RECALL_TOOL
-from ctxwarden.clip.names import TAIL_MARK, call_key, recall_id, split_recall_id
+from ctxwarden.clip.names import TAIL_MARK, call_key, changed_file, recall_id, split_recall_id
 from ctxwarden.clip.search import Source, file_sources, find, matcher, message_sources, own_files, reader, render
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.runtime import step_context
@@ -165,6 +165,13 @@ def lookup_result(messages: list[BaseMessage], reference: str, backend: Any) -> 
         return None, _unreachable(reference, path, f"{type(exc).__name__}: {exc}")
     if response.error is not None or response.content is None:
         return None, _unreachable(reference, path, str(response.error or "the backend returned no content"))
+    if changed_file(record, response.content):
+        return None, _unreachable(
+            reference,
+            path,
+            "it was changed after ctxwarden evicted it (its content no longer matches the hash kept at eviction), "
+            "so it is no longer the original",
+        )
     return decode(response.content), None
 
 

@@ -26,11 +26,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxwarden.clip.evict import RECALL_TOOL
+from ctxwarden.clip.names import changed_file
 from ctxwarden.clip.placeholders import is_cleared, text_cleared
 from ctxwarden.core.gauge_note import NOTE_SOURCE
 from ctxwarden.core.layout import HISTORY_DIR, LARGE_RESULTS_DIR, safe_component
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.core.text import content_text, decode, text_of, value_text
+from ctxwarden.core.text import content_text, decode, encode, text_of, value_text
 
 PAGE_TOKENS = 2_000
 """Most tokens one page of search results takes."""
@@ -128,7 +129,7 @@ def message_sources(
         one = Source("", "", thread=thread, message_id=message.id)
         if isinstance(message, ToolMessage):
             path = evicted_path(message)
-            text = files.get(path, text_of(message)) if path else text_of(message)
+            text = _original(message, files.get(path)) if path else text_of(message)
             status = _result_status(message, seen, shown is not None, path)
             found.append(
                 replace(
@@ -176,6 +177,12 @@ def message_sources(
             status, lines = _status(seen, shown), _shown(seen, quoted)
             found.append(replace(one, text=text, what="user", status=status, turn=turn + 1, shown=lines))
     return found
+
+
+def _original(message: ToolMessage, text: str | None) -> str:
+    """An evicted output's text: its file's, unless that file is unread or changed since (then the preview kept)."""
+    record = message.response_metadata.get(METADATA_KEY) or {}
+    return text if text is not None and not changed_file(record, encode(text)) else text_of(message)
 
 
 def _shown(seen: BaseMessage | None, quoted: frozenset[str]) -> frozenset[str] | None:
