@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import re2  # type: ignore[import-untyped]
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxwarden.clip.evict import RECALL_TOOL
@@ -261,22 +262,38 @@ def file_sources(paths: Sequence[str], read: Reader, *, thread: str | None = Non
     return [Source(texts[p], "file", "", thread=thread, path=p) for p in paths if p in texts]
 
 
-def matcher(query: str, regex: bool) -> Callable[[str], re.Match[str] | None] | str:
-    """A line matcher for `query`, or why it cannot be one."""
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a pattern RE2 refuses is answered to the model, not logged to stderr
+
+
+def matcher(query: str, regex: bool) -> Callable[[str], Any] | str:
+    """A line matcher for `query`, or why it cannot be one.
+
+    A regular expression runs on RE2, whose time is linear in the line: a backtracking engine takes time
+    exponential in it for patterns such as `(a+)+$`, and the pattern comes from the model."""
     if not query.strip():
         return '[ctxwarden: recall(query=...) needs text to search for, e.g. recall(query="KeyError").]'
     if not regex:
         return re.compile(re.escape(query), re.IGNORECASE).search
     try:
-        return re.compile(query).search
-    except re.error as exc:
+        return re2.compile(query, options=_RE2_OPTIONS).search
+    except re2.error as exc:
+        try:
+            re.compile(query)
+        except re.error as invalid:
+            return (
+                f"[ctxwarden: {query!r} is not a valid regular expression ({invalid}). Fix it, or pass regex=False "
+                "to search for the text as it is.]"
+            )
+        why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         return (
-            f"[ctxwarden: {query!r} is not a valid regular expression ({exc}). Fix it, or pass regex=False to search "
-            "for the text as it is.]"
+            f"[ctxwarden: {query!r} uses what a search in linear time cannot run ({why}): backreferences (\\1) and "
+            "lookaround ((?=...), (?!...), (?<=...), (?<!...)) are not supported. Search for a plain part of it "
+            "with regex=False, or write the pattern without them.]"
         )
 
 
-def find(sources: Sequence[Source], match: Callable[[str], re.Match[str] | None]) -> tuple[list[Hit], bool]:
+def find(sources: Sequence[Source], match: Callable[[str], Any]) -> tuple[list[Hit], bool]:
     """Every matching line, in order; a file line already found in a message is not repeated. Also: whether cut."""
     hits: list[Hit] = []
     found_lines: set[str] = set()
