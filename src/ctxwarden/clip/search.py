@@ -276,7 +276,8 @@ def matcher(query: str, regex: bool) -> Callable[[str], Any] | str:
     if not regex:
         return re.compile(re.escape(query), re.IGNORECASE).search
     try:
-        return re2.compile(query, options=_RE2_OPTIONS).search
+        search: Callable[[str], Any] = re2.compile(query, options=_RE2_OPTIONS).search
+        return search
     except re2.error as exc:
         try:
             re.compile(query)
