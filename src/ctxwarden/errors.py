@@ -73,6 +73,10 @@ class UnknownThreadError(CtxwardenError, LookupError):
     """The thread (or the store it should be in) does not exist."""
 
 
+class ThreadIdError(CtxwardenError, ValueError):
+    """The run's thread id cannot name a thread (an empty string); the message says what to pass."""
+
+
 class ThreadSourceError(CtxwardenError, TypeError):
     """What was passed to read or write a thread is neither an agent, a checkpointer nor a state dir.
 

@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from ctxwarden.clip.names import call_key, recall_id, result_path
+from ctxwarden.clip.names import content_hash, issuing_key, recall_id, result_path
 from ctxwarden.clip.preview import preview
 from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layers import PendingEvent
@@ -78,7 +78,7 @@ class Evictor:
             return None
         thread, namespace, _run = step_context()
         call_id = message.tool_call_id or str(request.tool_call.get("id") or "no-id")
-        key = _issuing_key(request, call_id)
+        key = issuing_key(_messages(request), request.tool_call, call_id, text)
         path = result_path(thread, namespace, call_id, key)
         reference = recall_id(call_id, key)
         tool = message.name or request.tool_call.get("name") or "tool"
@@ -99,6 +99,7 @@ class Evictor:
                 f'or get the exact text with {RECALL_TOOL}(call_id="{reference}").]'
             )
         body = f"{shown_text}\n{marker}"
+        data = encode(text)
         blocks = _non_text_blocks(message)
         record = {
             "evicted": True,
@@ -107,6 +108,7 @@ class Evictor:
             "tokens": tokens,
             "chars": len(text),
             "exact_utf8": exact,
+            "sha256": content_hash(data),  # recall checks the file against it: an edited file is never the original
         }
         replaced = message.model_copy(
             update={
@@ -123,7 +125,7 @@ class Evictor:
             "threshold": threshold,
             "reason": "size" if tokens > threshold else "not-utf8",
         }
-        return path, encode(text), replaced, event
+        return path, data, replaced, event
 
     def evict(self, request: ToolCallRequest, result: ToolMessage | Command[Any]) -> tuple[Any, list[PendingEvent]]:
         return run(self._evicting(request, result))
@@ -176,15 +178,8 @@ class Evictor:
         return replaced
 
 
-def _issuing_key(request: ToolCallRequest, call_id: str) -> str | None:
-    """The call key of the call being answered: from the latest AI message in state that made a call with this id."""
-    state = request.state if isinstance(request.state, dict) else {}
-    for message in reversed(state.get("messages") or []):
-        if isinstance(message, AIMessage):
-            for index, call in enumerate(message.tool_calls):
-                if call.get("id") == call_id:
-                    return call_key(message.id, index)
-    return None
+def _messages(request: ToolCallRequest) -> list[Any]:
+    return list((request.state.get("messages") if isinstance(request.state, dict) else None) or [])
 
 
 def _upload_error(responses: Sequence[Any]) -> str | None:

@@ -10,11 +10,20 @@ call itself — the id of the AI message that made it and its position there —
 same key tells `recall` which of several results sharing an id is meant
 (`recall(call_id="call_0#<key>")`). The key is derived, not random: a step re-run after
 a crash writes the same file again instead of a second one.
+
+Some servers reuse an id within one message too (two parallel calls, both `call_0`). The
+call being answered is then told from its twins by its arguments; twins with the same
+arguments are keyed by their output as well, so each output still gets a file and a
+reference of its own (the key is recorded with the output, and recall reads it from there).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
 
 from ctxwarden.core.layout import LARGE_RESULTS_DIR, safe_component
 
@@ -22,9 +31,31 @@ KEY_SEPARATOR = "#"
 """Joins a call id and its call key in a recall reference: `call_0#1a2b3c4d`."""
 
 
-def call_key(message_id: str | None, index: int) -> str:
+def call_key(message_id: str | None, index: int | str) -> str:
     """A short key for the `index`-th tool call of the AI message `message_id`: the same call, the same key."""
     return hashlib.sha256(f"{message_id}\x00{index}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
+
+
+def issuing_key(messages: Sequence[BaseMessage], asked: Mapping[str, Any], call_id: str, output: str) -> str | None:
+    """The call key of the call `asked` (a tool call being answered with `output`), from the latest AI message in
+    `messages` that made a call with id `call_id`; `None` when no message did."""
+    for message in reversed(messages):
+        if not isinstance(message, AIMessage):
+            continue
+        twins = [(i, c) for i, c in enumerate(message.tool_calls) if c.get("id") == call_id]
+        if not twins:
+            continue
+        if len(twins) == 1:
+            return call_key(message.id, twins[0][0])
+        same = [i for i, c in twins if c is asked] or [
+            i for i, c in twins if c.get("name") == asked.get("name") and c.get("args") == asked.get("args")
+        ]
+        if len(same) == 1:
+            return call_key(message.id, same[0])
+        # twins with the same arguments, told apart only by what they returned
+        digest = hashlib.sha256(output.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return call_key(message.id, f"{(same or [twins[0][0]])[0]}:{digest}")
+    return None
 
 
 def recall_id(call_id: str, key: str | None) -> str:
@@ -38,6 +69,18 @@ def split_recall_id(value: str) -> tuple[str, str | None]:
     if sep and len(key) == 8 and all(c in "0123456789abcdef" for c in key):
         return call_id, key
     return value, None
+
+
+def content_hash(data: bytes) -> str:
+    """The hash an eviction record keeps of the file it wrote (SHA-256, hex)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def changed_file(record: Mapping[str, Any], data: bytes) -> bool:
+    """Whether `data`, read from an evicted output's file, is not what eviction wrote (records without a hash,
+    written before hashes were kept, cannot tell and count as unchanged)."""
+    kept = record.get("sha256")
+    return isinstance(kept, str) and kept != content_hash(data)
 
 
 TAIL_MARK = "…"
@@ -75,6 +118,9 @@ __all__ = [
     "SHOWN_TAIL_CHARS",
     "TAIL_MARK",
     "call_key",
+    "changed_file",
+    "content_hash",
+    "issuing_key",
     "recall_id",
     "result_path",
     "shown_id",

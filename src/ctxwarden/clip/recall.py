@@ -33,7 +33,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import InjectedState
 
 from ctxwarden.clip.evict import RECALL_TOOL
-from ctxwarden.clip.names import TAIL_MARK, call_key, recall_id, split_recall_id
+from ctxwarden.clip.names import TAIL_MARK, call_key, changed_file, recall_id, split_recall_id
 from ctxwarden.clip.search import Source, file_sources, find, matcher, message_sources, own_files, reader, render
 from ctxwarden.core.identity import identified
 from ctxwarden.core.meter import TokenMeter
@@ -77,6 +77,8 @@ def resolve(messages: Sequence[BaseMessage], reference: str) -> tuple[str, str |
     ids = dict.fromkeys(
         str(c.get("id")) for m in messages if isinstance(m, AIMessage) for c in m.tool_calls
     ) | dict.fromkeys(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
+    if key is not None and reference in ids and not (call_id in ids and _has_key(messages, call_id, key)):
+        return reference, None  # a call id that merely ends like a call key (`c#0badf00d`): the whole id
     if call_id in ids:
         return call_id, key
     tail = call_id.removeprefix(TAIL_MARK)
@@ -87,6 +89,11 @@ def resolve(messages: Sequence[BaseMessage], reference: str) -> tuple[str, str |
             f"{', '.join(repr(known) for known in found)}. Name the one you mean by its whole id.]"
         )
     return (found[0] if found else call_id), key
+
+
+def _has_key(messages: Sequence[BaseMessage], call_id: str, key: str) -> bool:
+    """Whether a call of the thread with id `call_id` has the call key `key`."""
+    return any(k == key for k, _m in answers(list(messages), call_id))
 
 
 def answers(messages: list[BaseMessage], call_id: str) -> list[tuple[str | None, ToolMessage]]:
@@ -100,7 +107,10 @@ def answers(messages: list[BaseMessage], call_id: str) -> list[tuple[str | None,
         if isinstance(message, AIMessage):
             waiting += [call_key(message.id, i) for i, c in enumerate(message.tool_calls) if c.get("id") == call_id]
         elif isinstance(message, ToolMessage) and message.tool_call_id == call_id:
-            found.append((waiting.pop(0) if waiting else None, message))
+            in_order = waiting.pop(0) if waiting else None
+            record = message.response_metadata.get(METADATA_KEY) or {}
+            recorded = record.get("key") if isinstance(record, dict) and record.get("evicted") else None
+            found.append((recorded or in_order, message))  # an evicted output's key is the one its file has
     return found
 
 
@@ -110,8 +120,8 @@ def _choose(
     """The one result meant, or why there is none (unknown id or key, or an ambiguous bare id)."""
     if key is not None:
         found = [(k, m) for k, m in found if k == key]
-    if len(found) == 1:
-        return found[0][1], None
+    if len(found) == 1 or (key is not None and len({text_of(m) for _k, m in found}) == 1):
+        return found[0][1], None  # (twin calls that returned the same text share their key)
     if not found:
         known = "this call id and key" if key else "this call id"
         named = recall_id(call_id, key)
@@ -156,6 +166,13 @@ def lookup_result(messages: list[BaseMessage], reference: str, backend: Any) -> 
         return None, _unreachable(reference, path, f"{type(exc).__name__}: {exc}")
     if response.error is not None or response.content is None:
         return None, _unreachable(reference, path, str(response.error or "the backend returned no content"))
+    if changed_file(record, response.content):
+        return None, _unreachable(
+            reference,
+            path,
+            "it was changed after ctxwarden evicted it (its content no longer matches the hash kept at eviction), "
+            "so it is no longer the original",
+        )
     return decode(response.content), None
 
 
@@ -197,6 +214,8 @@ def _calling(messages: list[BaseMessage], reference: str) -> tuple[AIMessage, An
         for i, call in enumerate(message.tool_calls)
         if call.get("id") == call_id and (key is None or call_key(message.id, i) == key)
     ]
+    if not found and key is not None and _has_key(messages, call_id, key):  # twins keyed by their output
+        return _calling(messages, call_id)
     return found[-1] if found else None
 
 

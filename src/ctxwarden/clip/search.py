@@ -23,14 +23,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import re2  # type: ignore[import-untyped]
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxwarden.clip.evict import RECALL_TOOL
+from ctxwarden.clip.names import changed_file
 from ctxwarden.clip.placeholders import is_cleared, text_cleared
 from ctxwarden.core.gauge_note import NOTE_SOURCE
 from ctxwarden.core.layout import HISTORY_DIR, LARGE_RESULTS_DIR, safe_component
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.core.text import content_text, decode, text_of, value_text
+from ctxwarden.core.text import content_text, decode, encode, text_of, value_text
 
 PAGE_TOKENS = 2_000
 """Most tokens one page of search results takes."""
@@ -128,7 +130,7 @@ def message_sources(
         one = Source("", "", thread=thread, message_id=message.id)
         if isinstance(message, ToolMessage):
             path = evicted_path(message)
-            text = files.get(path, text_of(message)) if path else text_of(message)
+            text = _original(message, files.get(path)) if path else text_of(message)
             status = _result_status(message, seen, shown is not None, path)
             found.append(
                 replace(
@@ -176,6 +178,12 @@ def message_sources(
             status, lines = _status(seen, shown), _shown(seen, quoted)
             found.append(replace(one, text=text, what="user", status=status, turn=turn + 1, shown=lines))
     return found
+
+
+def _original(message: ToolMessage, text: str | None) -> str:
+    """An evicted output's text: its file's, unless that file is unread or changed since (then the preview kept)."""
+    record = message.response_metadata.get(METADATA_KEY) or {}
+    return text if text is not None and not changed_file(record, encode(text)) else text_of(message)
 
 
 def _shown(seen: BaseMessage | None, quoted: frozenset[str]) -> frozenset[str] | None:
@@ -254,22 +262,39 @@ def file_sources(paths: Sequence[str], read: Reader, *, thread: str | None = Non
     return [Source(texts[p], "file", "", thread=thread, path=p) for p in paths if p in texts]
 
 
-def matcher(query: str, regex: bool) -> Callable[[str], re.Match[str] | None] | str:
-    """A line matcher for `query`, or why it cannot be one."""
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a pattern RE2 refuses is answered to the model, not logged to stderr
+
+
+def matcher(query: str, regex: bool) -> Callable[[str], Any] | str:
+    """A line matcher for `query`, or why it cannot be one.
+
+    A regular expression runs on RE2, whose time is linear in the line: a backtracking engine takes time
+    exponential in it for patterns such as `(a+)+$`, and the pattern comes from the model."""
     if not query.strip():
         return '[ctxwarden: recall(query=...) needs text to search for, e.g. recall(query="KeyError").]'
     if not regex:
         return re.compile(re.escape(query), re.IGNORECASE).search
     try:
-        return re.compile(query).search
-    except re.error as exc:
+        search: Callable[[str], Any] = re2.compile(query, options=_RE2_OPTIONS).search
+        return search
+    except re2.error as exc:
+        try:
+            re.compile(query)
+        except re.error as invalid:
+            return (
+                f"[ctxwarden: {query!r} is not a valid regular expression ({invalid}). Fix it, or pass regex=False "
+                "to search for the text as it is.]"
+            )
+        why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         return (
-            f"[ctxwarden: {query!r} is not a valid regular expression ({exc}). Fix it, or pass regex=False to search "
-            "for the text as it is.]"
+            f"[ctxwarden: {query!r} uses what a search in linear time cannot run ({why}): backreferences (\\1) and "
+            "lookaround ((?=...), (?!...), (?<=...), (?<!...)) are not supported. Search for a plain part of it "
+            "with regex=False, or write the pattern without them.]"
         )
 
 
-def find(sources: Sequence[Source], match: Callable[[str], re.Match[str] | None]) -> tuple[list[Hit], bool]:
+def find(sources: Sequence[Source], match: Callable[[str], Any]) -> tuple[list[Hit], bool]:
     """Every matching line, in order; a file line already found in a message is not repeated. Also: whether cut."""
     hits: list[Hit] = []
     found_lines: set[str] = set()

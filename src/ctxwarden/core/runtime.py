@@ -6,6 +6,30 @@ on the thread and on which agent (the top-level one or a subagent) did the work.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+
+_AGENT_TOOL: ContextVar[str | None] = ContextVar("ctxwarden_agent_tool", default=None)
+
+
+@contextlib.contextmanager
+def agent_tool(name: str | None) -> Iterator[None]:
+    """Mark what runs inside as the agent's tool `name` (`None`: ctxwarden's own work, e.g. eviction or a fold).
+
+    The thread-isolating backends read it: an agent's tool may read ctxwarden's originals (evicted outputs,
+    history files) but never change them, while ctxwarden writes them through the same backend."""
+    token = _AGENT_TOOL.set(name)
+    try:
+        yield
+    finally:
+        _AGENT_TOOL.reset(token)
+
+
+def running_agent_tool() -> str | None:
+    """The agent's tool running now, or `None` when ctxwarden itself (or no tool) is running."""
+    return _AGENT_TOOL.get()
+
 
 def step_context() -> tuple[str | None, str, str | None]:
     """`(thread_id, namespace, run_id)` of the LangGraph step running now, or `(None, "", None)` outside one.
@@ -28,4 +52,22 @@ def step_context() -> tuple[str | None, str, str | None]:
     return (str(thread) if thread is not None else None), namespace, (str(run) if run is not None else None)
 
 
-__all__ = ["step_context"]
+def check_thread_id() -> None:
+    """Refuse a run whose thread id is `""`, before it does anything.
+
+    An empty id names no thread: its files would have no folder of their own, and langgraph
+    would keep its checkpoints under a key a typo makes. Refused at the first model call, so
+    nothing has run yet and nothing is lost; no thread id at all (`None`) is a run without a
+    checkpointer and goes on.
+    """
+    thread = step_context()[0]
+    if thread is not None and not thread:
+        from ctxwarden.errors import ThreadIdError
+
+        raise ThreadIdError(
+            "thread_id '' names no thread: ctxwarden keeps each thread's evicted outputs and history in a folder "
+            'named after it. Pass a non-empty id, e.g. config={"configurable": {"thread_id": "session-1"}}.'
+        )
+
+
+__all__ = ["agent_tool", "check_thread_id", "running_agent_tool", "step_context"]

@@ -44,7 +44,7 @@ from deepagents.backends.protocol import (
 from ctxwarden.admit.memory import local_path
 from ctxwarden.core.io import Call, Steps, arun, method, run
 from ctxwarden.core.layout import DATABASES, HISTORY_DIR, LARGE_RESULTS_DIR, safe_component
-from ctxwarden.core.runtime import step_context
+from ctxwarden.core.runtime import running_agent_tool, step_context
 
 _Listing = TypeVar("_Listing", LsResult, GlobResult, GrepResult)
 _Result = TypeVar("_Result", ReadResult, WriteResult, EditResult, DeleteResult)
@@ -60,6 +60,22 @@ UNGUESSABLE = re.compile(r"/conversation_history/(session_[0-9a-f]{32}\.md|media
 """deepagents' own history files: named by a random session id or a content hash, recorded in the thread that wrote
 them. They cannot be told apart by thread, so a thread may read or write one it names, but never lists or searches
 them: without the name, which only its own thread holds, they cannot be found."""
+
+
+def original_refusal(path: str) -> str | None:
+    """Why the agent's running tool may not change `path` (`None`: it may, or no agent's tool is running).
+
+    Evicted outputs and history files are the originals recall and the summaries point to: an agent's tool
+    reads them but never writes, edits or deletes one, so what recall returns is what the tool or the
+    conversation said. ctxwarden's own writes (eviction, a fold's history) run outside any agent's tool."""
+    tool = running_agent_tool()
+    parts = [p for p in normalized(path).split("/") if p]
+    if tool is None or not parts or parts[0].casefold() not in PRIVATE_DIRS or _unguessable(path):
+        return None
+    return (
+        f"permission_denied: {path} is an original ctxwarden keeps (an evicted tool output or the conversation's "
+        f"history); {tool} may read it but never change it. Write your own notes to another path (e.g. /notes/...)."
+    )
 
 
 def _unguessable(path: str) -> bool:
@@ -126,8 +142,9 @@ class ThreadIsolatedBackend(BackendProtocol):
         thread = self.current_thread()
         return None if thread is None else safe_component(thread)
 
-    def _refusal(self, path: str, own: str | None, *, named: bool = True) -> str | None:
-        """Why `path` is refused (`None`: it is not). `named`: the caller names this exact file (not a listing)."""
+    def _refusal(self, path: str, own: str | None, *, named: bool = True, write: bool = False) -> str | None:
+        """Why `path` is refused (`None`: it is not). `named`: the caller names this exact file (not a listing);
+        `write`: the call would change it."""
         if normalized(path).rstrip("/").casefold() in self.reserved:
             return (
                 f"permission_denied: {path} is one of ctxwarden's own databases; the agent's file tools never open it "
@@ -135,7 +152,7 @@ class ThreadIsolatedBackend(BackendProtocol):
             )
         owner = owner_of(path) if own is not None else None
         if owner is None or owner == own or (named and _unguessable(path)):
-            return None
+            return original_refusal(path) if write else None
         return (
             f"permission_denied: {path} holds another thread's offloaded data; "
             "a thread reads only its own large_tool_results and conversation_history"
@@ -231,18 +248,23 @@ class ThreadIsolatedBackend(BackendProtocol):
         return self._only_own(_merged(results), "matches", own)
 
     # --- single files -----------------------------------------------------------
-    def _named(self, file_path: str, refused: Callable[..., _Result], call: Call) -> Steps[_Result]:
+    def _named(
+        self, file_path: str, refused: Callable[..., _Result], call: Call, *, write: bool = True
+    ) -> Steps[_Result]:
         """`call` on the inner backend, unless the running thread may not touch `file_path`."""
-        if (why := self.refusal(file_path)) is not None:
+        if (why := self._refusal(file_path, self._own(), write=write)) is not None:
             return refused(error=why)
         answer: _Result = yield call
         return answer
 
     def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        return run(self._named(file_path, ReadResult, method(self.inner, "read", file_path, offset, limit)))
+        return run(
+            self._named(file_path, ReadResult, method(self.inner, "read", file_path, offset, limit), write=False)
+        )
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        return await arun(self._named(file_path, ReadResult, method(self.inner, "read", file_path, offset, limit)))
+        call = method(self.inner, "read", file_path, offset, limit)
+        return await arun(self._named(file_path, ReadResult, call, write=False))
 
     def write(self, file_path: str, content: str) -> WriteResult:
         return run(self._named(file_path, WriteResult, method(self.inner, "write", file_path, content)))
@@ -265,9 +287,9 @@ class ThreadIsolatedBackend(BackendProtocol):
         return await arun(self._named(file_path, DeleteResult, method(self.inner, "delete", file_path)))
 
     # --- batches ----------------------------------------------------------------
-    def _refusals(self, paths: list[str]) -> list[str | None]:
+    def _refusals(self, paths: list[str], *, write: bool = False) -> list[str | None]:
         own = self._own()
-        return [self._refusal(p, own) for p in paths]
+        return [self._refusal(p, own, write=write) for p in paths]
 
     def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
         return run(self._upload(files))
@@ -276,7 +298,7 @@ class ThreadIsolatedBackend(BackendProtocol):
         return await arun(self._upload(files))
 
     def _upload(self, files: list[tuple[str, bytes]]) -> Steps[list[FileUploadResponse]]:
-        refused = self._refusals([p for p, _d in files])
+        refused = self._refusals([p for p, _d in files], write=True)
         allowed = [f for f, why in zip(files, refused, strict=True) if why is None]
         answered = (yield method(self.inner, "upload_files", allowed)) if allowed else []
         return _in_order([p for p, _d in files], refused, answered, FileUploadResponse)

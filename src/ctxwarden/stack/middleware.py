@@ -46,6 +46,7 @@ from ctxwarden.core.identity import Identities
 from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
+from ctxwarden.core.runtime import agent_tool, check_thread_id
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.stream import emit_layer_events
 from ctxwarden.core.window import resolve_window
@@ -174,6 +175,15 @@ class ContextWindowMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        with agent_tool(None):  # ctxwarden's own writes (a fold's history), even in a subagent an agent's tool started
+            return self._model_call(request, handler)
+
+    def _model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        check_thread_id()
         shaped = self._shape(request)
         self.recorder.record_later(before_call_events(shaped.request, shaped.budget))
         try:
@@ -205,6 +215,15 @@ class ContextWindowMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        with agent_tool(None):
+            return await self._amodel_call(request, handler)
+
+    async def _amodel_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        check_thread_id()
         shaped = await self._ashape(request)
         self.recorder.record_later(before_call_events(shaped.request, shaped.budget))
         try:
@@ -312,12 +331,14 @@ class ContextWindowMiddleware(AgentMiddleware):
     ) -> ToolMessage | Command[Any]:
         started = time.perf_counter()
         try:
-            result = handler(request)
+            with agent_tool(_tool_name(request)):  # the agent's tool: it may not change ctxwarden's originals
+                result = handler(request)
         except Exception as exc:
             self.recorder.record_all([tool_event(request, None, started, exc)])
             raise
         called = tool_event(request, result, started, None)
-        evicted, evictions = self.evictor.evict(request, result)
+        with agent_tool(None):  # ctxwarden's own write
+            evicted, evictions = self.evictor.evict(request, result)
         self.recorder.record_all([called, *evictions])
         return self._carry(evicted)
 
@@ -328,12 +349,14 @@ class ContextWindowMiddleware(AgentMiddleware):
     ) -> ToolMessage | Command[Any]:
         started = time.perf_counter()
         try:
-            result = await handler(request)
+            with agent_tool(_tool_name(request)):
+                result = await handler(request)
         except Exception as exc:
             await self.recorder.arecord_all([tool_event(request, None, started, exc)])
             raise
         called = tool_event(request, result, started, None)
-        evicted, evictions = await self.evictor.aevict(request, result)
+        with agent_tool(None):
+            evicted, evictions = await self.evictor.aevict(request, result)
         await self.recorder.arecord_all([called, *evictions])
         return self._carry(evicted)
 
@@ -391,6 +414,10 @@ def _with_room(budget: CallBudget) -> CallBudget:
         window=window.tokens,
         fixed=fixed,
     )
+
+
+def _tool_name(request: ToolCallRequest) -> str:
+    return str(request.tool_call.get("name") or "tool")
 
 
 def _still_too_large(first: _Shaped, retry: _Shaped, error: Exception) -> ContextStillTooLargeError:

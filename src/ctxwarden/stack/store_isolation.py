@@ -44,10 +44,10 @@ from deepagents.backends.protocol import (
 from langgraph.config import get_store
 from langgraph.store.base import BaseStore
 
-from ctxwarden.core.layout import safe_component
+from ctxwarden.core.layout import is_component, safe_component
 from ctxwarden.core.runtime import step_context
 from ctxwarden.errors import CtxwardenError
-from ctxwarden.stack.isolation import owner_of
+from ctxwarden.stack.isolation import original_refusal, owner_of
 
 DEFAULT_PREFIX = ("ctxwarden",)
 """The first components of every namespace this backend uses."""
@@ -174,10 +174,16 @@ class ThreadIsolatedStoreBackend(BackendProtocol):
 
     def _route(self, path: str, own: str | None, *, write: bool) -> tuple[tuple[str, ...] | None, str | None]:
         """`(namespace, None)` for the namespace `path` lives in, or `(None, why)` when the running thread may not."""
+        namespace, why = self._thread_route(path, own, write=write)
+        if namespace is not None and write and (refused := original_refusal(path)) is not None:
+            return None, refused  # the agent's own tool, changing one of ctxwarden's originals
+        return namespace, why
+
+    def _thread_route(self, path: str, own: str | None, *, write: bool) -> tuple[tuple[str, ...] | None, str | None]:
         owner = owner_of(path)
         if owner is None:
             return self.workspace, None
-        if not _COMPONENT.match(owner) or safe_component(owner) != owner:
+        if not _COMPONENT.match(owner) or not is_component(owner):
             return None, f"{path}: no thread is named {owner!r} (names in offload paths are sanitized thread ids)"
         if own is None or owner == own:
             return self.thread_namespace(owner), None

@@ -1,0 +1,85 @@
+"""Ids the code did not expect: any string is a call id `recall` finds, and an empty thread id is refused up front.
+
+A call id may end like a call key (`c#0badf00d`): `recall` takes it whole when the thread has a call by that
+whole id. A thread id `""` is refused at the first model call with an error that says what to pass, before any
+tool runs: a thread with no usable name gets no eviction or folding folder, so running it would overflow.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import tool
+
+from ctxwarden import create_context_agent
+from ctxwarden.clip import make_recall_tool
+from ctxwarden.core.stamp import METADATA_KEY
+from ctxwarden.errors import CtxwardenError
+from ctxwarden.replay import scripted_model
+
+SMALL = "small output of the odd call"
+LARGE = "\n".join(f"large output line {i}: linked object_{i}" for i in range(900))
+RAN: list[str] = []
+
+
+@tool
+def fetch(what: str) -> str:
+    """Fetch `what`."""
+    RAN.append(what)
+    return LARGE if what == "large" else SMALL
+
+
+def _agent(state_dir: Path, script: list[AIMessage]) -> Any:
+    return create_context_agent(scripted_model(script, window=32_000), [fetch], state_dir=state_dir)
+
+
+def test_a_call_id_ending_like_a_call_key_is_recalled_by_that_id(state_dir: Path) -> None:
+    calls = [
+        {"name": "fetch", "args": {"what": "small"}, "id": "c#0badf00d"},
+        {"name": "fetch", "args": {"what": "large"}, "id": "d#0badf00d"},
+    ]
+    script = [
+        AIMessage("", id="ai-1", tool_calls=calls),
+        AIMessage("", tool_calls=[{"name": "recall", "args": {"call_id": "c#0badf00d"}, "id": "r1"}]),
+        AIMessage("done"),
+    ]
+    agent = _agent(state_dir, script)
+    messages = agent.invoke({"messages": [("user", "fetch both")]}, {"configurable": {"thread_id": "odd"}})["messages"]
+    agent.checkpointer.conn.close()
+    recalled = next(m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == "r1")
+    assert recalled.content == SMALL
+
+    recall = make_recall_tool(agent.ctxwarden_parts.backend)
+    state = {"messages": messages}
+    assert recall.invoke({"call_id": "c#0badf00d", "state": state}) == SMALL
+    large = next(m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == "d#0badf00d")
+    assert large.response_metadata[METADATA_KEY]["evicted"]
+    text = recall.invoke({"call_id": "d#0badf00d", "state": state, "limit": 50_000})
+    assert text == LARGE
+
+
+def test_an_empty_thread_id_is_refused_at_the_first_call_saying_what_to_pass(state_dir: Path) -> None:
+    RAN.clear()
+    script = [AIMessage("", tool_calls=[{"name": "fetch", "args": {"what": "large"}, "id": "c0"}]), AIMessage("ok")]
+    agent = _agent(state_dir, script)
+    with pytest.raises(CtxwardenError) as raised:
+        agent.invoke({"messages": [("user", "fetch")]}, {"configurable": {"thread_id": ""}})
+    agent.checkpointer.conn.close()
+    message = str(raised.value)
+    assert "thread_id ''" in message
+    assert '{"configurable": {"thread_id": ' in message  # says what to pass
+    assert isinstance(raised.value, ValueError)
+    assert RAN == []  # refused before any tool ran: nothing was done that could be lost
+
+
+async def test_an_empty_thread_id_is_refused_on_the_async_path_too(state_dir: Path) -> None:
+    RAN.clear()
+    script = [AIMessage("", tool_calls=[{"name": "fetch", "args": {"what": "large"}, "id": "c0"}]), AIMessage("ok")]
+    agent = _agent(state_dir, script)
+    with pytest.raises(CtxwardenError, match="thread_id ''"):
+        await agent.ainvoke({"messages": [("user", "fetch")]}, {"configurable": {"thread_id": ""}})
+    agent.checkpointer.conn.close()
+    assert RAN == []
