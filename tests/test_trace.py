@@ -29,6 +29,9 @@ EXPECTED_COLUMNS = [
     ("kind", "TEXT", 1, None, 0),
     ("model", "TEXT", 0, None, 0),
     ("payload", "TEXT", 1, None, 0),
+    ("seq", "INTEGER", 0, None, 0),
+    ("prev_hash", "TEXT", 0, None, 0),
+    ("hash", "TEXT", 0, None, 0),
 ]
 
 
@@ -52,7 +55,7 @@ def test_migrated_schema_has_every_column(store: TraceStore) -> None:
     ]
     assert columns == EXPECTED_COLUMNS
     indexes = {row[1] for row in db.execute("PRAGMA index_list(events)")}
-    assert {"events_thread_ts", "events_kind_ts", "events_ts"} <= indexes
+    assert {"events_thread_ts", "events_kind_ts", "events_ts", "events_seq"} <= indexes
     assert [row[0] for row in db.execute("SELECT name FROM _migrations ORDER BY rowid")] == [n for n, _ in MIGRATIONS]
     db.close()
 

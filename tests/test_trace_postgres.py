@@ -39,6 +39,9 @@ SCHEMA = [
     ("kind", "TEXT", "text", True, None, False),
     ("model", "TEXT", "text", False, None, False),
     ("payload", "TEXT", "jsonb", True, None, False),
+    ("seq", "INTEGER", "bigint", False, None, False),
+    ("prev_hash", "TEXT", "text", False, None, False),
+    ("hash", "TEXT", "text", False, None, False),
 ]
 
 
@@ -113,7 +116,7 @@ def test_the_table_and_migrations_are_those_of_trace_sqlite(
         for n, _lite, pg_type, req, default, pk in SCHEMA
     ]
     assert primary == "id"
-    assert sqlite_indexes == {"events_thread_ts", "events_kind_ts", "events_ts"} <= indexes
+    assert sqlite_indexes == {"events_thread_ts", "events_kind_ts", "events_ts", "events_seq"} <= indexes
     assert migrations == [n for n, _ in POSTGRES_MIGRATIONS] == [n for n, _ in SQLITE_MIGRATIONS]
 
 
