@@ -224,25 +224,34 @@ class PostgresTraceStore(TraceStore):
         schema = self.schema
 
         def write(cur: Any) -> None:
-            # the head's row lock is the chain's: another appender waits here until this one commits
+            # the head's row lock is the chain's: another appender waits here until this one commits;
+            # the same round trip prints the payloads as jsonb (what is hashed) and finds ids already stored
             cur.execute(
-                f"SELECT h.seq, h.id, h.hash, ARRAY(SELECT p::jsonb::text FROM unnest(%s::text[]) "
-                f"WITH ORDINALITY AS t(p, n) ORDER BY n) FROM {schema}.events_head h FOR UPDATE",
-                ([row[-1] for row in rows],),
+                f"SELECT h.seq, h.id, h.hash, "
+                f"ARRAY(SELECT p::jsonb::text FROM unnest(%s::text[]) WITH ORDINALITY AS t(p, n) ORDER BY n), "
+                f"EXISTS (SELECT 1 FROM {schema}.events WHERE id = ANY(%s)) FROM {schema}.events_head h FOR UPDATE",
+                ([row[-1] for row in rows], [row[0] for row in rows]),
             )
             found = cur.fetchone()
             if found is None:
                 raise TraceError(f"the trace at {self.location} has lost its head record ({schema}.events_head)")
-            seq, id_, digest, payloads = found
+            seq, id_, digest, payloads, repeated = found
             canonical = [(*row[:-1], text) for row, text in zip(rows, payloads, strict=True)]
-            cur.execute(
-                f"SELECT id, ts, thread_id, namespace, run_id, kind, model, payload::text "
-                f"FROM {schema}.events WHERE id = ANY(%s)",
-                ([row[0] for row in rows],),
-            )
-            links = chained(ChainHead(seq, id_, digest), new_rows(canonical, cur.fetchall()))
+            stored = []
+            if repeated:  # a retried append, or an id reused: compared column by column
+                cur.execute(
+                    f"SELECT id, ts, thread_id, namespace, run_id, kind, model, payload::text "
+                    f"FROM {schema}.events WHERE id = ANY(%s)",
+                    ([row[0] for row in rows],),
+                )
+                stored = cur.fetchall()
+            links = chained(ChainHead(seq, id_, digest), new_rows(canonical, stored))
             marks = ", ".join(["%s"] * 7 + ["%s::jsonb"] + ["%s"] * 3)
-            cur.executemany(f"INSERT INTO {schema}.events ({columns}) VALUES ({marks})", links)
+            insert = f"INSERT INTO {schema}.events ({columns}) VALUES ({marks})"
+            if len(links) == 1:  # the usual append: one statement, no pipeline to set up
+                cur.execute(insert, links[0])
+            else:
+                cur.executemany(insert, links)
 
         self._run(write)
         return batch
