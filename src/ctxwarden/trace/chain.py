@@ -92,45 +92,37 @@ def _at(seq: int, id_: str) -> str:
     return f"row {id_!r} (#{seq})"
 
 
-def first_break(rows: Iterable[Sequence[Any]], head: ChainHead | None) -> tuple[str | None, int]:
-    """The first place the chain is broken, as a sentence naming the row and what happened, or None; and the rows read.
+def first_break(rows: Iterable[Sequence[Any]], head: ChainHead | None) -> str | None:
+    """The first place the chain is broken, as a sentence naming the row and what happened; None when it is whole.
 
     `rows` are (seq, prev_hash, hash, *COLUMNS) in seq order, every row that has a seq;
     `head` is the head record (None when it is missing).
     """
     last = ChainHead(0, "", GENESIS)
-    count = 0
     for seq, prev_hash, stored, *row in rows:
-        count += 1
         id_ = row[0]
         if seq == last.seq:
-            return (
-                f"{_at(seq, id_)} repeats the position of row {last.id!r}: a row was inserted around the chain",
-                count,
-            )
+            return f"{_at(seq, id_)} repeats the position of row {last.id!r}: a row was inserted around the chain"
         if seq > last.seq + 1:
             missing = f"#{last.seq + 1}" if seq == last.seq + 2 else f"#{last.seq + 1} to #{seq - 1}"
             after = f"after {_at(last.seq, last.id)}" if last.seq else "at the start"
-            return f"rows {missing} are missing {after}, before {_at(seq, id_)}: deleted", count
+            return f"rows {missing} are missing {after}, before {_at(seq, id_)}: deleted"
         if stored is None or link_hash(str(prev_hash), seq, row) != stored:
-            return f"{_at(seq, id_)} does not match its hash: its content was edited, replaced or moved", count
+            return f"{_at(seq, id_)} does not match its hash: its content was edited, replaced or moved"
         if prev_hash != last.hash:
-            return (
-                f"{_at(last.seq, last.id)} was rewritten: {_at(seq, id_)}, appended after it, links to another hash",
-                count,
-            )
+            return f"{_at(last.seq, last.id)} was rewritten: {_at(seq, id_)}, appended after it, links to another hash"
         last = ChainHead(seq, id_, stored)
     if head is None:
-        return "the head record (events_head) is missing: it was deleted", count
+        return "the head record (events_head) is missing: it was deleted"
     if head.seq > last.seq:
         tail = _at(head.seq, head.id) if head.seq == last.seq + 1 else f"rows #{last.seq + 1} to #{head.seq}"
         end = f"after {_at(last.seq, last.id)}" if last.seq else "(the trace holds none)"
-        return f"{tail}, the last appended, {'is' if head.seq == last.seq + 1 else 'are'} missing {end}: deleted", count
+        return f"{tail}, the last appended, {'is' if head.seq == last.seq + 1 else 'are'} missing {end}: deleted"
     if head.seq < last.seq:
-        return f"{_at(last.seq, last.id)} is past the head record (#{head.seq}): appended around the chain", count
+        return f"{_at(last.seq, last.id)} is past the head record (#{head.seq}): appended around the chain"
     if head.hash != last.hash or head.id != last.id:
-        return f"{_at(last.seq, last.id)}, the last row, was rewritten: the head record holds another hash", count
-    return None, count
+        return f"{_at(last.seq, last.id)}, the last row, was rewritten: the head record holds another hash"
+    return None
 
 
 __all__ = ["CHAIN_COLUMNS", "GENESIS", "ChainHead", "chained", "first_break", "link_hash", "new_rows"]

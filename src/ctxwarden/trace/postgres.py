@@ -250,7 +250,7 @@ class PostgresTraceStore(TraceStore):
             insert = f"INSERT INTO {schema}.events ({columns}) VALUES ({marks})"
             if len(links) == 1:  # the usual append: one statement, no pipeline to set up
                 cur.execute(insert, links[0])
-            else:
+            elif links:
                 cur.executemany(insert, links)
 
         self._run(write)
@@ -337,7 +337,7 @@ class PostgresTraceStore(TraceStore):
             head = cur.execute(f"SELECT seq, id, hash FROM {self.schema}.events_head").fetchone() if kept else None
             columns = ", ".join((*CHAIN_COLUMNS, *COLUMNS[:-1], "payload::text"))
             rows = cur.stream(f"SELECT {columns} FROM {self.schema}.events WHERE seq IS NOT NULL ORDER BY seq")
-            broken, _count = first_break(rows, None if head is None else ChainHead(*head))
+            broken = first_break(rows, None if head is None else ChainHead(*head))
             if broken is not None:
                 problems.append(f"hash chain broken: {broken}")
             return problems

@@ -374,7 +374,7 @@ class SqliteTraceStore(TraceStore):
         rows = conn.execute(
             f"SELECT {', '.join((*CHAIN_COLUMNS, *COLUMNS))} FROM events WHERE seq IS NOT NULL ORDER BY seq"
         )
-        broken, _count = first_break(rows, None if head is None else ChainHead(*head))
+        broken = first_break(rows, None if head is None else ChainHead(*head))
         if broken is not None:
             problems.append(f"hash chain broken: {broken}")
         return problems
