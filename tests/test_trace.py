@@ -16,6 +16,7 @@ from langchain_core.tools import tool
 from ctxwarden import create_context_agent
 from ctxwarden.replay import scripted_model
 from ctxwarden.trace import TraceEvent, TraceRecorder, TraceStore
+from ctxwarden.trace.chain import link_hash
 from ctxwarden.trace.migrations import MIGRATIONS
 from ctxwarden.trace.store import SqliteTraceStore
 
@@ -29,6 +30,9 @@ EXPECTED_COLUMNS = [
     ("kind", "TEXT", 1, None, 0),
     ("model", "TEXT", 0, None, 0),
     ("payload", "TEXT", 1, None, 0),
+    ("seq", "INTEGER", 0, None, 0),
+    ("prev_hash", "TEXT", 0, None, 0),
+    ("hash", "TEXT", 0, None, 0),
 ]
 
 
@@ -52,7 +56,7 @@ def test_migrated_schema_has_every_column(store: TraceStore) -> None:
     ]
     assert columns == EXPECTED_COLUMNS
     indexes = {row[1] for row in db.execute("PRAGMA index_list(events)")}
-    assert {"events_thread_ts", "events_kind_ts", "events_ts"} <= indexes
+    assert {"events_thread_ts", "events_kind_ts", "events_ts", "events_seq"} <= indexes
     assert [row[0] for row in db.execute("SELECT name FROM _migrations ORDER BY rowid")] == [n for n, _ in MIGRATIONS]
     db.close()
 
@@ -82,9 +86,15 @@ def test_update_and_delete_are_refused_by_the_database(store: TraceStore) -> Non
 
 def test_payload_must_be_json(store: TraceStore) -> None:
     store.append(TraceEvent("x", {}))
+    head = store.head()
     db = _raw(store)
-    with pytest.raises(sqlite3.IntegrityError):
-        db.execute("INSERT INTO events (id, ts, kind, payload) VALUES ('z', 0, 'x', 'not json')")
+    row = ("z", 0.0, None, "", None, "x", None, "not json")  # follows the chain: only the payload is wrong
+    with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
+        db.execute(
+            "INSERT INTO events (id, ts, thread_id, namespace, run_id, kind, model, payload, seq, prev_hash, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*row, head.seq + 1, head.hash, link_hash(head.hash, head.seq + 1, row)),
+        )
     db.close()
 
 

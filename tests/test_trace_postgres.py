@@ -39,6 +39,9 @@ SCHEMA = [
     ("kind", "TEXT", "text", True, None, False),
     ("model", "TEXT", "text", False, None, False),
     ("payload", "TEXT", "jsonb", True, None, False),
+    ("seq", "INTEGER", "bigint", False, None, False),
+    ("prev_hash", "TEXT", "text", False, None, False),
+    ("hash", "TEXT", "text", False, None, False),
 ]
 
 
@@ -113,7 +116,7 @@ def test_the_table_and_migrations_are_those_of_trace_sqlite(
         for n, _lite, pg_type, req, default, pk in SCHEMA
     ]
     assert primary == "id"
-    assert sqlite_indexes == {"events_thread_ts", "events_kind_ts", "events_ts"} <= indexes
+    assert sqlite_indexes == {"events_thread_ts", "events_kind_ts", "events_ts", "events_seq"} <= indexes
     assert migrations == [n for n, _ in POSTGRES_MIGRATIONS] == [n for n, _ in SQLITE_MIGRATIONS]
 
 
@@ -249,7 +252,8 @@ def test_eight_threads_and_two_processes_on_a_new_database_lose_and_repeat_nothi
     for writer, count in [*((n, 100) for n in range(8)), (100, 200), (101, 200)]:
         assert sorted(e.payload["i"] for e in events if e.payload["writer"] == writer) == list(range(count))
     assert store.spend("shared")["main"]["calls"] == 1_200
-    assert store.verify() == []
+    assert store.verify() == []  # the hash chain included
+    assert store.head().seq == 1_200
     store.close()
 
 

@@ -120,13 +120,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     trace = commands.add_parser(
         "trace",
-        help="the trace events of a thread, oldest first",
+        help="the trace events of a thread, oldest first; or --verify the whole trace",
         description="The thread's trace events, oldest first: time, kind, model, namespace (for a subagent) and "
         "payload. Kinds: model_usage, tool_call, model_switch, context_overflow, eviction, context_clear, "
-        "context_compaction, admit_problem; fold, clear and evict name the lifecycle ones.",
+        "context_compaction, admit_problem; fold, clear and evict name the lifecycle ones. With --verify, checks "
+        "the whole trace instead (its hash chain, triggers and migrations) and exits with 1 when it was tampered with.",
     )
     _state_dir_option(trace)
-    _thread_option(trace, required=True, help="the thread id (ctxwarden threads lists them)")
+    _thread_option(trace, required=False, help="the thread id (ctxwarden threads lists them); not with --verify")
+    trace.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the whole trace: names the first row edited, replaced, deleted or moved (exit 1), or prints the "
+        "head hash to keep elsewhere (exit 0)",
+    )
     trace.add_argument(
         "--kind", action="append", metavar="KIND", help="only events of this kind (repeatable; e.g. fold, tool_call)"
     )
@@ -323,7 +330,11 @@ def _trace(args: argparse.Namespace) -> int:
     path = args.state_dir / TRACE_FILE
     if url is None and not path.is_file():
         return _fail("trace", f"no trace at {path}. Fix: pass the --state-dir the agent ran with.")
+    if not args.verify and not args.thread:
+        return _fail("trace", "which thread? Fix: pass --thread ID (ctxwarden threads lists them), or --verify.")
     store = TraceStore(url or path)
+    if args.verify:
+        return _verify(store, path, as_json=args.json)
     try:
         known = store.threads()
         if args.thread not in known:
@@ -360,6 +371,33 @@ def _trace(args: argparse.Namespace) -> int:
             payload = json.dumps(dict(event.payload), separators=(",", ":"))
             sys.stdout.write(f"{when} {event.kind}{model}{where} {payload}\n")
     return 0
+
+
+def _verify(store: Any, path: Path, *, as_json: bool) -> int:
+    """`trace --verify`: 0 and the head when the trace is sound, 1 and each problem when not, 2 when unreadable."""
+    from ctxwarden.errors import TraceError
+
+    try:
+        problems = store.verify()
+        head = None if problems else store.head()
+    except (TraceError, sqlite3.DatabaseError) as exc:
+        return _fail("trace", _damaged(path, exc))
+    finally:
+        store.close()
+    if as_json:
+        found = {"location": store.location, "ok": not problems, "problems": problems}
+        if head is not None:
+            found["head"] = {"seq": head.seq, "id": head.id, "hash": head.hash}
+        sys.stdout.write(json.dumps(found) + "\n")
+    elif head is not None:
+        sys.stdout.write(
+            f"the trace at {store.location} is intact: {head.seq:,} events chained; head #{head.seq} "
+            f"{head.id or '(empty)'} {head.hash}\n"
+        )
+    else:
+        listed = "".join(f"\n  - {problem}" for problem in problems)
+        sys.stderr.write(f"ctxwarden trace: the trace at {store.location} fails verification:{listed}\n")
+    return 1 if problems else 0
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -5,12 +5,14 @@ here knows about the layers. The /context report reads it from above (`ctxwarden
 """
 
 from ctxwarden.errors import TraceError
+from ctxwarden.trace.chain import ChainHead
 from ctxwarden.trace.postgres import PostgresTraceStore  # registers the Postgres trace with TraceStore(target)
 from ctxwarden.trace.recorder import TraceRecorder
 from ctxwarden.trace.store import KINDS, SqliteTraceStore, TraceEvent, TraceStore
 
 __all__ = [
     "KINDS",
+    "ChainHead",
     "PostgresTraceStore",
     "SqliteTraceStore",
     "TraceError",

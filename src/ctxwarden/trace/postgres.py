@@ -33,7 +33,16 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ctxwarden.errors import TraceError
-from ctxwarden.trace.postgres_migrations import DEFAULT_SCHEMA, MIGRATIONS, TRIGGERS, applied, checked_schema, migrate
+from ctxwarden.trace.chain import CHAIN_COLUMNS, ChainHead, chained, first_break, new_rows
+from ctxwarden.trace.postgres_migrations import (
+    DEFAULT_SCHEMA,
+    HEAD_TRIGGERS,
+    MIGRATIONS,
+    TRIGGERS,
+    applied,
+    checked_schema,
+    migrate,
+)
 from ctxwarden.trace.store import (
     COLUMNS,
     LIFECYCLE_KINDS,
@@ -209,12 +218,42 @@ class PostgresTraceStore(TraceStore):
             (e.id, e.ts, *(_text(v) for v in (e.thread_id, e.namespace, e.run_id, e.kind, e.model)), _payload(e))
             for e in batch
         ]
-        sql = (
-            f"INSERT INTO {self.schema}.events ({', '.join(COLUMNS)}) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb) ON CONFLICT (id) DO NOTHING"
-        )
-        if rows:
-            self._run(lambda cur: cur.executemany(sql, rows))
+        if not rows:
+            return batch
+        columns = ", ".join((*COLUMNS, *CHAIN_COLUMNS))
+        schema = self.schema
+
+        def write(cur: Any) -> None:
+            # the head's row lock is the chain's: another appender waits here until this one commits;
+            # the same round trip prints the payloads as jsonb (what is hashed) and finds ids already stored
+            cur.execute(
+                f"SELECT h.seq, h.id, h.hash, "
+                f"ARRAY(SELECT p::jsonb::text FROM unnest(%s::text[]) WITH ORDINALITY AS t(p, n) ORDER BY n), "
+                f"EXISTS (SELECT 1 FROM {schema}.events WHERE id = ANY(%s)) FROM {schema}.events_head h FOR UPDATE",
+                ([row[-1] for row in rows], [row[0] for row in rows]),
+            )
+            found = cur.fetchone()
+            if found is None:
+                raise TraceError(f"the trace at {self.location} has lost its head record ({schema}.events_head)")
+            seq, id_, digest, payloads, repeated = found
+            canonical = [(*row[:-1], text) for row, text in zip(rows, payloads, strict=True)]
+            stored = []
+            if repeated:  # a retried append, or an id reused: compared column by column
+                cur.execute(
+                    f"SELECT id, ts, thread_id, namespace, run_id, kind, model, payload::text "
+                    f"FROM {schema}.events WHERE id = ANY(%s)",
+                    ([row[0] for row in rows],),
+                )
+                stored = cur.fetchall()
+            links = chained(ChainHead(seq, id_, digest), new_rows(canonical, stored))
+            marks = ", ".join(["%s"] * 7 + ["%s::jsonb"] + ["%s"] * 3)
+            insert = f"INSERT INTO {schema}.events ({columns}) VALUES ({marks})"
+            if len(links) == 1:  # the usual append: one statement, no pipeline to set up
+                cur.execute(insert, links[0])
+            elif links:
+                cur.executemany(insert, links)
+
+        self._run(write)
         return batch
 
     # --- reading --------------------------------------------------------------
@@ -272,11 +311,15 @@ class PostgresTraceStore(TraceStore):
                 problems.append(f"migrations not applied: {', '.join(missing)}")
             cur.execute(
                 "SELECT tgname FROM pg_trigger "
-                "WHERE tgrelid = to_regclass(%s) AND NOT tgisinternal AND tgenabled <> 'D'",
-                (f"{self.schema}.events",),
+                "WHERE tgrelid IN (to_regclass(%s), to_regclass(%s)) AND NOT tgisinternal AND tgenabled <> 'D'",
+                (f"{self.schema}.events", f"{self.schema}.events_head"),
             )
             enabled = {row[0] for row in cur.fetchall()}
-            problems.extend(f"append-only trigger {t} is missing or disabled" for t in TRIGGERS if t not in enabled)
+            problems.extend(
+                f"append-only trigger {t} is missing or disabled"
+                for t in (*TRIGGERS, *HEAD_TRIGGERS)
+                if t not in enabled
+            )
             cur.execute(
                 "SELECT data_type FROM information_schema.columns "
                 "WHERE table_schema = %s AND table_name = 'events' AND column_name = 'payload'",
@@ -285,10 +328,29 @@ class PostgresTraceStore(TraceStore):
             row = cur.fetchone()
             if row is None or row[0] != "jsonb":
                 problems.append(f"payload column is {row[0] if row else 'missing'}, expected jsonb")
+            cur.execute(f"SELECT id FROM {self.schema}.events WHERE seq IS NULL ORDER BY id LIMIT 1")
+            loose = cur.fetchone()
+            if loose is not None:
+                problems.append(f"row {loose[0]!r} has no place in the chain (no seq): inserted around the chain")
+            cur.execute("SELECT to_regclass(%s)", (f"{self.schema}.events_head",))
+            kept = cur.fetchone()[0] is not None
+            head = cur.execute(f"SELECT seq, id, hash FROM {self.schema}.events_head").fetchone() if kept else None
+            columns = ", ".join((*CHAIN_COLUMNS, *COLUMNS[:-1], "payload::text"))
+            rows = cur.stream(f"SELECT {columns} FROM {self.schema}.events WHERE seq IS NOT NULL ORDER BY seq")
+            broken = first_break(rows, None if head is None else ChainHead(*head))
+            if broken is not None:
+                problems.append(f"hash chain broken: {broken}")
             return problems
 
         result: list[str] = self._run(check)
         return result
+
+    def head(self) -> ChainHead:
+        flush_writes()
+        row = self._run(lambda cur: cur.execute(f"SELECT seq, id, hash FROM {self.schema}.events_head").fetchone())
+        if row is None:
+            raise TraceError(f"the trace at {self.location} has lost its head record ({self.schema}.events_head)")
+        return ChainHead(*row)
 
 
 register_store(is_postgres_target, PostgresTraceStore)

@@ -17,12 +17,13 @@ END = "<!-- schema: end -->"
 
 
 def schema_markdown() -> str:
-    """The `events` table, its indexes and triggers, and the migrations, as markdown."""
+    """The `events` table, its indexes, the head record, the triggers and the migrations, as markdown."""
     with tempfile.TemporaryDirectory() as folder:
         db = sqlite3.connect(Path(folder) / "trace.sqlite", isolation_level=None)
         try:
             migrate(db)
             columns = db.execute("PRAGMA table_info(events)").fetchall()
+            head = db.execute("PRAGMA table_info(events_head)").fetchall()
             indexes = db.execute(
                 "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND sql IS NOT NULL"
             ).fetchall()
@@ -38,7 +39,17 @@ def schema_markdown() -> str:
     lines.append(
         "Indexes: " + ", ".join(f"`{n}` ({sql.split('(', 1)[1].rstrip(')')})" for n, sql in sorted(indexes)) + "."
     )
-    lines.append("Triggers: " + ", ".join(f"`{n}`" for (n,) in triggers) + " (they refuse UPDATE and DELETE).")
+    lines.append(
+        "Head record `events_head`, one row: "
+        + ", ".join(f"`{name}` {type_}" for _cid, name, type_, _nn, _default, _pk in head)
+        + " (the last row appended; `one` is always 1)."
+    )
+    lines.append(
+        "Triggers: "
+        + ", ".join(f"`{n}`" for (n,) in triggers)
+        + " (they refuse UPDATE, DELETE and REPLACE on `events`, refuse a row that does not follow the head,"
+        " and let the head move only to the row appended last)."
+    )
     lines.append("Migrations, in order: " + ", ".join(f"`{name}`" for name, _ in MIGRATIONS) + ".")
     return "\n".join(lines)
 

@@ -36,7 +36,8 @@ from typing import Any, TypeVar
 
 from ctxwarden.core.sqlite import open_shared, retry_when_locked
 from ctxwarden.errors import TraceError
-from ctxwarden.trace.migrations import MIGRATIONS, applied, migrate
+from ctxwarden.trace.chain import CHAIN_COLUMNS, ChainHead, chained, first_break, new_rows
+from ctxwarden.trace.migrations import MIGRATIONS, TRIGGERS, applied, migrate
 from ctxwarden.trace.writer import flush_writes
 
 T = TypeVar("T")
@@ -140,7 +141,15 @@ class TraceStore:
         raise NotImplementedError
 
     def verify(self) -> list[str]:
-        """Check the store; returns the problems found (empty when sound)."""
+        """Check the store; returns the problems found (empty when sound).
+
+        The hash chain is read whole, and the first row where it breaks (an edit, a
+        replacement, a deletion, a reorder) is reported, naming the row and what happened.
+        """
+        raise NotImplementedError
+
+    def head(self) -> ChainHead:
+        """The last row appended (its position, id and hash): kept elsewhere, it shows a rewrite of the whole chain."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -258,13 +267,21 @@ class SqliteTraceStore(TraceStore):
             (e.id, e.ts, e.thread_id, e.namespace, e.run_id, e.kind, e.model, json.dumps(e.payload, default=str))
             for e in batch
         ]
+        columns = ", ".join((*COLUMNS, *CHAIN_COLUMNS))
         with self._lock:
             conn = self._connect()
 
             def write() -> None:
-                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("BEGIN IMMEDIATE")  # the write lock: the head read below stays the head until COMMIT
                 try:
-                    conn.executemany(f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                    seq, id_, digest = conn.execute("SELECT seq, id, hash FROM events_head").fetchone()
+                    stored: list[Any] = []
+                    for at in range(0, len(rows), 500):  # an id already stored: skipped if the same, else refused
+                        ids = [row[0] for row in rows[at : at + 500]]
+                        marks = ", ".join("?" * len(ids))
+                        stored += conn.execute(f"SELECT {', '.join(COLUMNS)} FROM events WHERE id IN ({marks})", ids)
+                    links = chained(ChainHead(seq, id_, digest), new_rows(rows, stored))
+                    conn.executemany(f"INSERT INTO events ({columns}) VALUES ({', '.join('?' * 11)})", links)
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:  # SQLite already rolled back on a full disk: keep its error, not ours
@@ -337,22 +354,45 @@ class SqliteTraceStore(TraceStore):
             if missing:
                 problems.append(f"migrations not applied: {', '.join(missing)}")
             triggers = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-            for trigger in ("events_refuse_update", "events_refuse_delete"):
-                if trigger not in triggers:
-                    problems.append(f"append-only trigger {trigger} is missing")
+            problems.extend(f"append-only trigger {t} is missing" for t in TRIGGERS if t not in triggers)
             bad_json = conn.execute("SELECT COUNT(*) FROM events WHERE NOT json_valid(payload)").fetchone()[0]
             if bad_json:
                 problems.append(f"{bad_json} events have a payload that is not JSON")
             mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
             if mode != "wal":
                 problems.append(f"journal_mode is {mode}, expected wal")
+            problems.extend(self._chain_problems(conn))
         return problems
+
+    def _chain_problems(self, conn: sqlite3.Connection) -> list[str]:
+        problems = []
+        loose = conn.execute("SELECT id FROM events WHERE seq IS NULL ORDER BY id LIMIT 1").fetchone()
+        if loose is not None:
+            problems.append(f"row {loose[0]!r} has no place in the chain (no seq): inserted around the chain")
+        kept = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events_head'").fetchone()
+        head = conn.execute("SELECT seq, id, hash FROM events_head").fetchone() if kept else None
+        rows = conn.execute(
+            f"SELECT {', '.join((*CHAIN_COLUMNS, *COLUMNS))} FROM events WHERE seq IS NOT NULL ORDER BY seq"
+        )
+        broken = first_break(rows, None if head is None else ChainHead(*head))
+        if broken is not None:
+            problems.append(f"hash chain broken: {broken}")
+        return problems
+
+    def head(self) -> ChainHead:
+        flush_writes()
+        with self._lock:
+            row = self._connect().execute("SELECT seq, id, hash FROM events_head").fetchone()
+        if row is None:
+            raise TraceError(f"the trace at {self.path} has lost its head record (events_head): it was deleted")
+        return ChainHead(*row)
 
 
 __all__ = [
     "COLUMNS",
     "KINDS",
     "LIFECYCLE_KINDS",
+    "ChainHead",
     "SqliteTraceStore",
     "TraceError",
     "TraceEvent",
