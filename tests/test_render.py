@@ -5,15 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
-import pyte
 import pytest
 from deepagents.backends import FilesystemBackend
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from pyte import modes
 
 from ctxwarden.clip.recall import lookup_result, make_recall_tool
-from ctxwarden.clip.terminal import _row_text, _Screen, needs_rendering, render
+from ctxwarden.clip.terminal import full_screen_lines, needs_rendering, render
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.stamp import METADATA_KEY
@@ -28,15 +26,6 @@ BAR = "━" * 40
 
 def recorded(name: str) -> str:
     return (DATA / f"{name}.raw").read_bytes().decode("utf-8")
-
-
-def terminal_lines(text: str, rows: int = 24) -> list[str]:
-    """Every line a wide terminal shows at the end, scrollback included: the whole recording on one pyte screen."""
-    screen = _Screen(1_000, rows)
-    screen.set_mode(modes.LNM)
-    pyte.Stream(screen).feed(text)
-    shown = [_row_text(screen.buffer[y]) for y in range(rows)]
-    return [line for line in [*screen.gone, *shown] if line.strip()]
 
 
 def _core(folder: Path, policy: ContextPolicy | None = None) -> ContextWindowMiddleware:
@@ -88,7 +77,7 @@ def test_a_recorded_output_renders_to_every_line_its_terminal_shows(name: str) -
     lines = render(raw).text.split("\n")
     for line in FINAL_LINES[name]:
         assert line in lines
-    missing = [line for line in terminal_lines(raw) if line not in lines]
+    missing = [line for line in full_screen_lines(raw) if line not in lines]
     assert missing == []
     assert "\x1b" not in "".join(lines)
     assert "\r" not in "".join(lines)

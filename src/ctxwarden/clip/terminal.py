@@ -200,6 +200,16 @@ def _screen(lines: list[str], rows: int) -> list[str]:
     return [*screen.gone, *shown[: last + 1]]
 
 
+def full_screen_lines(text: str, rows: int = SCREEN_ROWS, columns: int = 1_000) -> list[str]:
+    """The non-blank lines a terminal `rows` high shows of `text` at the end, its scrollback included: the whole of
+    `text` drawn on one pyte screen, with no shortcut (slow; the reference `render` is checked against)."""
+    screen = _Screen(columns, rows)
+    screen.set_mode(modes.LNM)
+    pyte.Stream(screen).feed(text)
+    shown = [_row_text(screen.buffer[y]) for y in range(rows)]
+    return [line for line in [*screen.gone, *shown] if line.strip()]
+
+
 def _row_text(row: Any) -> str:
     if not row:
         return ""
@@ -220,4 +230,4 @@ class _Screen(pyte.Screen):
         super().index()
 
 
-__all__ = ["Rendered", "needs_rendering", "render"]
+__all__ = ["Rendered", "full_screen_lines", "needs_rendering", "render"]
