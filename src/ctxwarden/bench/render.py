@@ -126,7 +126,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _subprocess_arrival(shape: str, size: int) -> dict[str, Any]:
     code = f"import json; from ctxwarden.bench import render; print(json.dumps(render.arrival({shape!r}, {size})))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=1_800)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=1_800)
+    if done.returncode != 0:  # a row that fails (out of memory, say) is reported, not the end of the table
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"shape": shape, "output_bytes": size, "failed": f"exit {done.returncode}: {last}"}
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
