@@ -19,7 +19,7 @@ Plain text (none of these) is not touched, and costs three substring scans.
 
 from __future__ import annotations
 
-import ast
+import codecs
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -69,14 +69,18 @@ def readable(data: bytes) -> str:
 
 
 def returned_bytes(text: str) -> bytes | None:
-    """The bytes a tool returned, when `text` is exactly the `repr` langchain made of them."""
-    if len(text) < 3 or text[0] != "b" or text[1] not in "'\"" or text[-1] != text[1]:
+    """The bytes a tool returned, when `text` is exactly the `repr` langchain made of them.
+
+    Decoded by the C codec that reads bytes literals (linear, no parse tree: a 20 MB `repr` costs its size), and taken
+    only when the bytes give back `text` exactly, so a text that merely starts with `b'` is left as it is.
+    """
+    if len(text) < 3 or text[0] != "b" or text[1] not in "'\"" or text[-1] != text[1] or not text.isascii():
         return None
     try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = codecs.escape_decode(text[2:-1].encode("ascii"))[0]
+    except (ValueError, UnicodeError):
         return None
-    return value if isinstance(value, bytes) and repr(value) == text else None
+    return value if repr(value) == text else None
 
 
 def tail_capped(text: str, cap: int) -> tuple[str, str | None, int, int]:
