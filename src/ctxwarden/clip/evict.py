@@ -9,17 +9,18 @@ original (bytes, via `upload_files`) to a per-thread, per-namespace, per-call pa
 write (a full disk, a refusing backend) keeps the original message whole, removes whatever
 part of the file was written, and records the failure with its cause; the run goes on.
 
-Output holding bytes that are not valid UTF-8 (lone surrogates in the string) is
-offloaded whatever its size: a checkpoint cannot store those bytes exactly, so the
-file keeps them and the message shows them as U+FFFD.
+Before eviction, the arrival stage (`clip.render`) turns what is not yet text worth reading
+(terminal output, bytes that are not UTF-8, a tool's `bytes`) into text, keeping the exact
+original in a file of its own; eviction then weighs and previews what arrived. Should that
+stage's write fail, output holding bytes that are not valid UTF-8 is still offloaded whatever
+its size (a checkpoint cannot store those bytes exactly), shown as U+FFFD.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -28,6 +29,7 @@ from langgraph.types import Command
 
 from ctxwarden.clip.names import content_hash, issuing_key, recall_id, result_path
 from ctxwarden.clip.preview import preview
+from ctxwarden.clip.render import SURROGATES, Arrival
 from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.meter import TokenMeter
@@ -36,8 +38,7 @@ from ctxwarden.core.runtime import step_context
 from ctxwarden.core.stamp import METADATA_KEY, RECENT, last_stamped
 from ctxwarden.core.text import encode, text_of
 
-_SURROGATES = re.compile("[\ud800-\udfff]")
-"""Lone surrogates: how undecodable bytes of a tool's output survive in a Python string."""
+_SURROGATES = SURROGATES
 
 RECALL_TOOL = "recall"
 """ctxwarden's own recall tool: its output is bounded, so it is never evicted."""
@@ -56,6 +57,10 @@ class Evictor:
     backend: Any
     policy: ContextPolicy
     meter: TokenMeter
+    arrival: Arrival = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.arrival = Arrival(self.policy, self.meter)
 
     def threshold(self, request: ToolCallRequest) -> int:
         """Tokens above which this call's result is evicted: from the window of the model that called it."""
@@ -78,7 +83,13 @@ class Evictor:
             return None
         thread, namespace, _run = step_context()
         call_id = message.tool_call_id or str(request.tool_call.get("id") or "no-id")
-        key = issuing_key(_messages(request), request.tool_call, call_id, text)
+        arrived = message.response_metadata.get(METADATA_KEY) or {}
+        # a rendered output keeps the key its arrival took from the original, so both files name the same call
+        key = (
+            arrived["key"]
+            if "raw_path" in arrived
+            else issuing_key(_messages(request), request.tool_call, call_id, text)
+        )
         path = result_path(thread, namespace, call_id, key)
         reference = recall_id(call_id, key)
         tool = message.name or request.tool_call.get("name") or "tool"
@@ -102,6 +113,7 @@ class Evictor:
         data = encode(text)
         blocks = _non_text_blocks(message)
         record = {
+            **(message.response_metadata.get(METADATA_KEY) or {}),
             "evicted": True,
             "path": path,
             "key": key,
@@ -140,32 +152,65 @@ class Evictor:
     ) -> Steps[tuple[Any, list[PendingEvent]]]:
         """The core of `evict`/`aevict`: write each oversized output, then settle every message in order."""
         events: list[PendingEvent] = []
+        arrived: dict[int, ToolMessage] = {}
         settled: dict[int, tuple[ToolMessage, dict, str | None]] = {}
         for message in _results(result):  # one at a time: only one output's bytes are held at once
-            planned = self.plan(request, message)
+            current = message
+            staged = self._arriving(request, message)
+            if staged is not None:
+                raw_path, raw, shown, render_event = staged
+                del staged
+                error = yield from self._write(raw_path, raw)
+                del raw
+                events.append(
+                    ("tool_render", {**render_event, "ok": error is None, **({"error": error} if error else {})}, None)
+                )
+                if error is None:  # else the message enters as it came: nothing of it is lost
+                    arrived[id(message)] = current = shown
+            planned = self.plan(request, current)
             if planned is None:
                 continue
             path, data, replaced, event = planned
             del planned
-            try:
-                error = _upload_error((yield method(self.backend, "upload_files", [(path, data)])))
-            except Exception as exc:  # a backend that raises instead of reporting
-                error = f"{type(exc).__name__}: {exc}"
-            if error is not None:
-                # remove what the failed write left (a file cut short by a full disk); best effort: a backend
-                # without delete, or failing again, leaves it, and the event says what failed
-                with contextlib.suppress(Exception):
-                    yield method(self.backend, "delete", path)
+            error = yield from self._write(path, data)
             del data
             settled[id(message)] = (replaced, event, error)
 
         def one(message: ToolMessage) -> ToolMessage:
+            current = arrived.get(id(message), message)
             if id(message) not in settled:
-                return message
+                return current
             replaced, event, error = settled[id(message)]
-            return self._settle(message, replaced, event, error, events)
+            return self._settle(current, replaced, event, error, events)
 
         return _map_results(result, one), events
+
+    def _arriving(self, request: ToolCallRequest, message: ToolMessage) -> tuple[str, bytes, ToolMessage, dict] | None:
+        """What the arrival stage (`clip.render`) makes of `message`; nothing without a backend to keep the raw."""
+        if self.backend is None or message.name == RECALL_TOOL or request.tool_call.get("name") == RECALL_TOOL:
+            return None
+        thread, namespace, _run = step_context()
+        call_id = message.tool_call_id or str(request.tool_call.get("id") or "no-id")
+        key = issuing_key(_messages(request), request.tool_call, call_id, text_of(message))
+        tool = message.name or request.tool_call.get("name") or "tool"
+        path = result_path(thread, namespace, call_id, key)
+        staged = self.arrival.plan(message, tool, path, recall_id(call_id, key), key)
+        if staged is not None:
+            staged[3]["call_id"] = call_id
+        return staged
+
+    def _write(self, path: str, data: bytes) -> Steps[str | None]:
+        """Write `data` to `path` on the backend: `None`, or what failed (a partial file is removed, best effort)."""
+        try:
+            error = _upload_error((yield method(self.backend, "upload_files", [(path, data)])))
+        except Exception as exc:  # a backend that raises instead of reporting
+            error = f"{type(exc).__name__}: {exc}"
+        if error is not None:
+            # remove what the failed write left (a file cut short by a full disk); best effort: a backend
+            # without delete, or failing again, leaves it, and the event says what failed
+            with contextlib.suppress(Exception):
+                yield method(self.backend, "delete", path)
+        return error
 
     @staticmethod
     def _settle(

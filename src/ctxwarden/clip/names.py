@@ -76,10 +76,11 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def changed_file(record: Mapping[str, Any], data: bytes) -> bool:
-    """Whether `data`, read from an evicted output's file, is not what eviction wrote (records without a hash,
-    written before hashes were kept, cannot tell and count as unchanged)."""
-    kept = record.get("sha256")
+def changed_file(record: Mapping[str, Any], data: bytes, *, raw: bool = False) -> bool:
+    """Whether `data`, read from an evicted output's file (`raw`: the file of the raw output its arrival kept), is not
+    what ctxwarden wrote (records without a hash, written before hashes were kept, cannot tell and count as
+    unchanged)."""
+    kept = record.get("raw_sha256" if raw else "sha256")
     return isinstance(kept, str) and kept != content_hash(data)
 
 

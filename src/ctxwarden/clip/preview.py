@@ -74,6 +74,8 @@ def preview(text: str, *, max_chars: int = 4_000, head: int = 12, tail: int = 12
     if _looks_like_grep(lines):
         return _grep_preview(lines, len(text), max_chars)
     keep = _select(lines, max_chars, head, tail)
+    if not keep:  # every line is too long to show whole (one huge line): the ends, cut, rather than nothing
+        return _cut_ends(lines, len(text), max_chars)
     out: list[str] = []
     previous = -1
     for index in sorted(keep):
@@ -84,6 +86,23 @@ def preview(text: str, *, max_chars: int = 4_000, head: int = 12, tail: int = 12
     if previous < len(lines) - 1:
         out.append(f"… [{len(lines) - 1 - previous:,} lines omitted] …")
     return Preview("\n".join(out), len(keep), len(lines), len(text))
+
+
+def _cut_ends(lines: list[str], total_chars: int, max_chars: int) -> Preview:
+    """The start of the first line and the end of the last, each cut where it says how much of it is left out."""
+    first, last = lines[0], lines[-1]
+    if len(lines) == 1:
+        half = max_chars // 2
+        cut = len(first) - 2 * half
+        shown = f"{first[:half]}\n… [{cut:,} chars of this {len(first):,}-char line omitted] …\n{first[-half:]}"
+    else:
+        half = max_chars // 2
+        shown = (
+            f"{first[:half]} … [{max(0, len(first) - half):,} more chars of this line omitted]\n"
+            f"… [{len(lines) - 2:,} lines omitted] …\n"
+            f"[{max(0, len(last) - half):,} chars of this line omitted] … {last[-half:]}"
+        )
+    return Preview(shown, 0, len(lines), total_chars)
 
 
 def _select(lines: list[str], max_chars: int, head: int, tail: int) -> set[int]:

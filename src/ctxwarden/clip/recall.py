@@ -3,8 +3,9 @@
 Every placeholder names a call id; `recall(call_id)` returns that call's original
 result — read from the checkpointed thread, or, for a result evicted at arrival,
 from its file, byte for byte — `recall(call_id, part="args")` returns the call's
-original arguments, and `recall(call_id, part="text")` the text of the message that made
-it (left out of the view once all of that message's results are). Output is paged
+original arguments, `recall(call_id, part="raw")` the output as the tool returned it (before
+it was rendered as a terminal shows it, or made readable), and `recall(call_id, part="text")` the text of the
+message that made it (left out of the view once all of that message's results are). Output is paged
 (`page`, `limit`) so a recall never floods the window it is meant to spare; `page`
 pages a search's hits the same way, one argument for both.
 
@@ -34,6 +35,7 @@ from langgraph.prebuilt import InjectedState
 
 from ctxwarden.clip.evict import RECALL_TOOL
 from ctxwarden.clip.names import TAIL_MARK, call_key, changed_file, recall_id, split_recall_id
+from ctxwarden.clip.render import from_exact
 from ctxwarden.clip.search import Source, file_sources, find, matcher, message_sources, own_files, reader, render
 from ctxwarden.core.identity import identified
 from ctxwarden.core.meter import TokenMeter
@@ -140,12 +142,16 @@ def _first_line(message: ToolMessage) -> str:
     return line[:60]
 
 
-def lookup_result(messages: list[BaseMessage], reference: str, backend: Any) -> tuple[str | None, str | None]:
+def lookup_result(
+    messages: list[BaseMessage], reference: str, backend: Any, *, raw: bool = False
+) -> tuple[str | None, str | None]:
     """`(the exact original result, None)`, or `(None, why it cannot be given)`.
 
     `reference` is a call id, or `call id#call key`. An evicted result is read from its
     file; when that file cannot be read the answer says which file and why, and never
-    passes the preview off as the original.
+    passes the preview off as the original. `raw=True` gives what the tool returned before
+    the arrival stage rendered it as a terminal shows it (`clip.render`); an output that was only made readable
+    (bytes that are not UTF-8, a tool's `bytes`) comes back as the original either way, `bytes` as their `repr`.
     """
     resolved = resolve(messages, reference)
     if isinstance(resolved, str):
@@ -155,9 +161,13 @@ def lookup_result(messages: list[BaseMessage], reference: str, backend: Any) -> 
     if message is None:
         return None, why
     record = message.response_metadata.get(METADATA_KEY) or {}
-    if not record.get("evicted"):
+    if record.get("raw_path") and (raw or not record.get("rendered")):  # made readable only: the original is the raw
+        path = str(record["raw_path"])
+        scheme = str(record.get("raw_encoding") or "strict")
+    elif not record.get("evicted"):
         return text_of(message), None
-    path = str(record.get("path"))
+    else:
+        path, scheme = str(record.get("path")), "surrogatepass"
     if backend is None:
         return None, _unreachable(reference, path, "this agent has no backend to read it from")
     try:
@@ -166,14 +176,14 @@ def lookup_result(messages: list[BaseMessage], reference: str, backend: Any) -> 
         return None, _unreachable(reference, path, f"{type(exc).__name__}: {exc}")
     if response.error is not None or response.content is None:
         return None, _unreachable(reference, path, str(response.error or "the backend returned no content"))
-    if changed_file(record, response.content):
+    if changed_file(record, response.content, raw=path == record.get("raw_path")):
         return None, _unreachable(
             reference,
             path,
-            "it was changed after ctxwarden evicted it (its content no longer matches the hash kept at eviction), "
+            "it was changed after ctxwarden evicted it (its content no longer matches the hash kept then), "
             "so it is no longer the original",
         )
-    return decode(response.content), None
+    return (decode(response.content) if scheme == "surrogatepass" else from_exact(response.content, scheme)), None
 
 
 def _unreachable(reference: str, path: str, why: str) -> str:
@@ -254,7 +264,7 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
         query: str = "",
         regex: bool = False,
         page: int = 1,
-        part: Literal["result", "args", "text"] = "result",
+        part: Literal["result", "raw", "args", "text"] = "result",
         limit: int = DEFAULT_LIMIT,
     ) -> str:
         if not call_id:
@@ -271,7 +281,7 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
             if text is None:
                 return f"[ctxwarden: this thread has no tool call with call id {call_id!r}; check the placeholder.]"
             return page_of(text, page, limit)
-        found, why = lookup_result(messages, call_id, backend)
+        found, why = lookup_result(messages, call_id, backend, raw=part == "raw")
         return page_of(found, page, limit) if found is not None else str(why)
 
     return StructuredTool.from_function(func=recall, name=RECALL_TOOL, description=DESCRIPTION)

@@ -10,8 +10,9 @@ hours into a session.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ctxwarden.errors import PolicyError
@@ -47,6 +48,22 @@ class ContextPolicy:
 
     instructions_max_chars: int = 12_000
     """Cap on all instruction files together."""
+
+    # --- clip: arrival ---------------------------------------------------------
+    render_terminal: bool = True
+    """A tool result holding carriage returns, backspaces or escape codes enters the thread as a terminal shows it
+    (progress frames collapsed, colour codes gone); its raw bytes stay in a file (`recall(part="raw")`)."""
+
+    render_tail_max_bytes: int = 262_144
+    """Cap on a rendered result: past it, its head (an eighth of this) and a tail of this many bytes are kept, with
+    a marker saying how much was cut and how to get the raw output back."""
+
+    render_exclude_tools: tuple[str, ...] = ()
+    """Tools whose results are never rendered (kept byte for byte, escape codes and all)."""
+
+    render_tools: Mapping[str, bool | int] = field(default_factory=dict)
+    """Per-tool override: `True` renders that tool's results even with `render_terminal=False`, `False` never,
+    a number renders them with that tail cap in bytes."""
 
     # --- clip ---------------------------------------------------------------
     evict_max_tokens: int = 20_000
@@ -133,6 +150,8 @@ class ContextPolicy:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "clear_exclude_tools", _names(self.clear_exclude_tools))
+        object.__setattr__(self, "render_exclude_tools", _names(self.render_exclude_tools, "render_exclude_tools"))
+        object.__setattr__(self, "render_tools", _overrides(self.render_tools))
         _check(self)
 
     @classmethod
@@ -169,6 +188,13 @@ class ContextPolicy:
         """Tokens above which a tool result is evicted at arrival, for this window."""
         return min(self.evict_max_tokens, max(1, int(window * self.evict_window_share)))
 
+    def render_cap(self, tool: str) -> int | None:
+        """The tail cap in bytes for rendering `tool`'s results, or `None` when they are not rendered."""
+        override = self.render_tools.get(tool)
+        if override is False or (override is None and (not self.render_terminal or tool in self.render_exclude_tools)):
+            return None
+        return self.render_tail_max_bytes if override is True or override is None else int(override)
+
     def clear_threshold(self, window: int) -> int:
         """Tokens at which clearing fires for this window."""
         return int(window * self.clear_at)
@@ -182,19 +208,42 @@ class ContextPolicy:
         return int(window * self.fold_regrow_share)
 
 
-def _names(value: Iterable[str] | str) -> tuple[str, ...]:
+def _names(value: Iterable[str] | str, field_name: str = "clear_exclude_tools") -> tuple[str, ...]:
     if isinstance(value, str):
         raise PolicyError(
-            f"ContextPolicy.clear_exclude_tools={value!r} is a single string; "
-            f"pass a sequence of tool names, e.g. clear_exclude_tools=({value!r},)."
+            f"ContextPolicy.{field_name}={value!r} is a single string; "
+            f"pass a sequence of tool names, e.g. {field_name}=({value!r},)."
         )
     names = tuple(value)
     for name in names:
         if not isinstance(name, str) or not name:
             raise PolicyError(
-                f"ContextPolicy.clear_exclude_tools holds {name!r}; every entry must be a tool name (a non-empty str)."
+                f"ContextPolicy.{field_name} holds {name!r}; every entry must be a tool name (a non-empty str)."
             )
     return names
+
+
+def _overrides(value: Mapping[str, bool | int]) -> Mapping[str, bool | int]:
+    if not isinstance(value, Mapping):
+        raise _fail(
+            "render_tools",
+            value,
+            "is not a mapping",
+            'pass a dict of tool name to True, False or bytes, e.g. {"bash": False}',
+        )
+    for name, setting in value.items():
+        if not isinstance(name, str) or not name:
+            raise _fail(
+                "render_tools", dict(value), f"has key {name!r}", "key each entry by a tool name (a non-empty str)"
+            )
+        if not isinstance(setting, bool) and (not isinstance(setting, int) or setting < 1):
+            raise _fail(
+                "render_tools",
+                dict(value),
+                f"gives {name!r} the setting {setting!r}",
+                "give each tool True (render), False (never render) or a tail cap in bytes >= 1",
+            )
+    return MappingProxyType(dict(value))
 
 
 def _fail(field_name: str, value: object, rule: str, fix: str) -> PolicyError:
@@ -233,6 +282,7 @@ def _check(policy: ContextPolicy) -> None:
         "instructions_max_chars",
         "evict_max_tokens",
         "clip_args_min_tokens",
+        "render_tail_max_bytes",
     ):
         _check_count(policy, name, minimum=1)
     _check_count(policy, "keep_tool_results", minimum=0)
@@ -256,6 +306,8 @@ def _check(policy: ContextPolicy) -> None:
             f"is outside [0, summarize_at={policy.summarize_at!r})",
             "pass a share of the window below summarize_at, e.g. 0.15, or 0 to prepare nothing ahead",
         )
+    if not isinstance(policy.render_terminal, bool):
+        raise _fail("render_terminal", policy.render_terminal, "is not a bool", "pass render_terminal=True or False")
     if not isinstance(policy.gauge_notes, bool):
         raise _fail("gauge_notes", policy.gauge_notes, "is not a bool", "pass gauge_notes=True or gauge_notes=False")
 

@@ -88,10 +88,16 @@ def lifecycle_line(report: ReportFigures) -> str:
         return "lifecycle: unknown (no trace found: evictions, clearing and folds are not known here)"
     done = report.lifecycle
     evicted = done.get("eviction", {})
+    rendered = done.get("tool_render", {})
     cleared = done.get("context_clear", {})
     folded = done.get("context_compaction", {})
+    shown = (
+        f"{rendered['count']} rendered as a terminal shows them ({rendered.get('freed', 0):,} tokens saved) · "
+        if rendered.get("count")
+        else ""
+    )
     return (
-        f"lifecycle: {evicted.get('count', 0)} evicted ({evicted.get('tokens', 0):,} tokens to files) · "
+        f"lifecycle: {shown}{evicted.get('count', 0)} evicted ({evicted.get('tokens', 0):,} tokens to files) · "
         f"{cleared.get('count', 0)} clearing batches ({cleared.get('freed', 0):,} tokens freed) · "
         f"{folded.get('count', 0)} fold{'' if folded.get('count', 0) == 1 else 's'}"
     )

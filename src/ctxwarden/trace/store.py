@@ -48,6 +48,7 @@ KINDS = (
     "model_switch",
     "context_overflow",
     "eviction",
+    "tool_render",
     "context_clear",
     "context_compaction",
     "fold_held",
@@ -56,7 +57,7 @@ KINDS = (
 
 COLUMNS = ("id", "ts", "thread_id", "namespace", "run_id", "kind", "model", "payload")
 
-LIFECYCLE_KINDS = ("eviction", "context_clear", "context_compaction")
+LIFECYCLE_KINDS = ("eviction", "tool_render", "context_clear", "context_compaction")
 """The kinds `TraceStore.lifecycle` sums."""
 
 _sequence = itertools.count()

@@ -1,0 +1,140 @@
+"""Rendering tool output as a terminal shows it, and the arrival of large outputs: tokens, time, memory.
+
+Why: a render stage at arrival pays only if it cuts what a model reads by a large factor on the
+outputs agents meet (progress bars, coloured logs, cursor movement) while keeping every line a
+user's terminal shows at the end; and it sits on the path of every tool result, so it must cost
+nothing on plain text and stay linear on huge outputs of any shape. Two tables:
+
+- **render**: per recorded output (`tests/data/terminal`, real programs in a pseudo-terminal),
+  tokens before and after rendering, the share of the final lines kept verbatim (against the
+  whole recording drawn on one pyte screen), and rendering time per MB on the output repeated to
+  10 MiB (`render_mib`).
+- **arrival**: one output through the core middleware's tool hook with a real filesystem
+  backend (render, raw file, eviction, preview, counting), each in a fresh process: seconds,
+  MB per second, and peak resident memory above the start as a multiple of the output's UTF-8 size,
+  for a 20 MB single line, a 50 MiB log, 20 MB of binary (a tool returning `bytes`) and 10 MiB of
+  progress bars.
+
+    python -m ctxwarden.bench.render [--data tests/data/terminal] [--skip-arrival]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from deepagents.backends import FilesystemBackend
+from langchain_core.messages import ToolMessage
+
+from ctxwarden.bench.footprint import MIB, _answer, _tool_request, high_water_bytes, log_output, resident_bytes
+from ctxwarden.clip.terminal import full_screen_lines, render
+from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.stack.build import context_middleware
+
+DATA = Path(__file__).resolve().parents[3] / "tests" / "data" / "terminal"
+
+
+def render_rows(data: Path = DATA, render_mib: int = 10) -> list[dict[str, Any]]:
+    """One row per recorded output (see the module docstring)."""
+    meter = TokenMeter()
+    rows = []
+    for path in sorted(data.glob("*.raw")):
+        raw = path.read_bytes().decode("utf-8")
+        shown = render(raw).text
+        lines = set(shown.split("\n"))
+        final = full_screen_lines(raw)
+        big = raw * (render_mib * MIB // len(raw) + 1)
+        started = time.perf_counter()
+        render(big)
+        took = time.perf_counter() - started
+        size = len(big.encode("utf-8")) / MIB
+        before, after = meter.counter(raw), meter.counter(shown)
+        rows.append(
+            {
+                "output": path.stem,
+                "raw_bytes": len(raw.encode("utf-8")),
+                "tokens_before": before,
+                "tokens_after": after,
+                "fewer_x": round(before / max(1, after), 1),
+                "final_lines_kept": round(sum(1 for line in final if line in lines) / max(1, len(final)), 4),
+                "ms_per_mib": round(took * 1000 / size, 1),
+            }
+        )
+    return rows
+
+
+def _output(shape: str, size: int) -> ToolMessage:
+    if shape == "single-line":
+        text: Any = "".join(random.Random(0).choices("abcdefghij0123456789", k=size))
+    elif shape == "log":
+        text = log_output(size)
+    elif shape == "binary":
+        text = repr(random.Random(0).randbytes(size))  # what langchain hands on for a tool returning bytes
+    else:  # progress bars: the recorded tqdm loop, repeated
+        raw = (DATA / "tqdm-loop.raw").read_bytes().decode("utf-8")
+        text = (raw * (size // len(raw) + 1))[:size]
+    return ToolMessage(text, tool_call_id="big", name="bash", id="tool-big")
+
+
+def arrival(shape: str, size: int) -> dict[str, Any]:
+    """Time and peak memory of one output of `shape` arriving through the tool hook (run in a fresh process)."""
+    with tempfile.TemporaryDirectory(prefix="ctxwarden-render-") as folder:
+        backend = FilesystemBackend(root_dir=folder, virtual_mode=True)
+        core = context_middleware(policy=ContextPolicy(window=200_000), backend=backend, trace=False)[0]
+        output = _output(shape, size)
+        utf8 = len(str(output.content).encode("utf-8", "surrogatepass"))
+        gc.collect()
+        before = resident_bytes()
+        started = time.perf_counter()
+        kept = core.wrap_tool_call(_tool_request("big", {"messages": []}), _answer(output))
+        took = time.perf_counter() - started
+        above = max(0, max(high_water_bytes(), resident_bytes()) - before)
+        shown = len(str(kept.content)) if isinstance(kept, ToolMessage) else -1
+    return {
+        "shape": shape,
+        "output_mib": round(utf8 / MIB, 1),
+        "seconds": round(took, 2),
+        "mib_per_s": round(utf8 / MIB / max(took, 1e-9), 1),
+        "peak_ratio": round(above / utf8, 2),
+        "shown_chars": shown,
+    }
+
+
+ARRIVALS = (("single-line", 20_000_000), ("log", 50 * MIB), ("binary", 20_000_000), ("progress", 10 * MIB))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ctxwarden.bench.render", description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DATA, help="folder of recorded .raw outputs")
+    parser.add_argument("--skip-arrival", action="store_true", help="only the render table")
+    args = parser.parse_args(argv)
+    print(json.dumps({"render": render_rows(args.data)}, indent=1))
+    if not args.skip_arrival:
+        rows = [_subprocess_arrival(shape, size) for shape, size in ARRIVALS]
+        print(json.dumps({"arrival": rows}, indent=1))
+    return 0
+
+
+def _subprocess_arrival(shape: str, size: int) -> dict[str, Any]:
+    code = f"import json; from ctxwarden.bench import render; print(json.dumps(render.arrival({shape!r}, {size})))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=1_800)
+    if done.returncode != 0:  # a row that fails (out of memory, say) is reported, not the end of the table
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"shape": shape, "output_bytes": size, "failed": f"exit {done.returncode}: {last}"}
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["ARRIVALS", "arrival", "main", "render_rows"]

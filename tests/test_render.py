@@ -1,0 +1,179 @@
+"""Tool output enters the thread as a terminal shows it, on outputs recorded from real programs; the raw stays exact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from deepagents.backends import FilesystemBackend
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.prebuilt.tool_node import ToolCallRequest
+
+from ctxwarden.clip.recall import lookup_result, make_recall_tool
+from ctxwarden.clip.terminal import full_screen_lines, needs_rendering, render
+from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.policy import ContextPolicy
+from ctxwarden.core.stamp import METADATA_KEY
+from ctxwarden.report.render import lifecycle_line
+from ctxwarden.stack.build import context_middleware
+from ctxwarden.stack.middleware import ContextWindowMiddleware
+from ctxwarden.trace import TraceEvent, TraceStore
+
+DATA = Path(__file__).parent / "data" / "terminal"
+BAR = "━" * 40
+
+
+def recorded(name: str) -> str:
+    return (DATA / f"{name}.raw").read_bytes().decode("utf-8")
+
+
+def _core(folder: Path, policy: ContextPolicy | None = None) -> ContextWindowMiddleware:
+    (folder / "files").mkdir(parents=True)
+    backend = FilesystemBackend(root_dir=folder / "files", virtual_mode=True)
+    built = context_middleware(policy=policy or ContextPolicy(window=200_000), backend=backend, trace=folder / "t.db")
+    return cast(ContextWindowMiddleware, built[0])
+
+
+def _request(call_id: str, tool: str = "bash") -> ToolCallRequest:
+    ask = AIMessage("", id=f"ai-{call_id}", tool_calls=[{"name": tool, "args": {}, "id": call_id}])
+    call = {"name": tool, "args": {}, "id": call_id, "type": "tool_call"}
+    return ToolCallRequest(tool_call=call, tool=None, state={"messages": [ask]}, runtime=cast(Any, None))  # type: ignore[arg-type]
+
+
+def _arrive(core: ContextWindowMiddleware, text: str, call_id: str = "c1", tool: str = "bash") -> ToolMessage:
+    request = _request(call_id, tool)
+    out = core.wrap_tool_call(request, lambda _r: ToolMessage(text, tool_call_id=call_id, name=tool, id=f"t-{call_id}"))
+    return cast(ToolMessage, out)
+
+
+FINAL_LINES = {
+    "pip-download": [
+        "Collecting pandas==2.2.3",
+        f"     {BAR} 13.1/13.1 MB 2.0 MB/s eta 0:00:00",
+        "Successfully downloaded pandas",
+    ],
+    "tqdm-loop": [
+        "hashing files: 100%|" + "█" * 42 + "| 3000/3000 [00:03<00:00, 878.11it/s]",
+        "done: total 4498500",
+    ],
+    "tqdm-multibar": [
+        "layer 0: 100%|" + "█" * 50 + "| 400/400 [00:00<00:00, 470.61it/s]",
+        "layer 1: 100%|" + "█" * 50 + "| 550/550 [00:01<00:00, 468.55it/s]",
+        "layer 2: 100%|" + "█" * 50 + "| 700/700 [00:01<00:00, 466.85it/s]",
+    ],
+    "pytest-color": [
+        "collected 42 items",
+        "E       ValueError: invalid literal for int() with base 10: 'three'",
+        "FAILED test_sample.py::test_parse_config - ValueError: invalid literal for int() with base 10: 'three'",
+        "=================================== 1 failed, 41 passed in 0.08s ===================================",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(FINAL_LINES))
+def test_a_recorded_output_renders_to_every_line_its_terminal_shows(name: str) -> None:
+    raw = recorded(name)
+    lines = render(raw).text.split("\n")
+    for line in FINAL_LINES[name]:
+        assert line in lines
+    missing = [line for line in full_screen_lines(raw) if line not in lines]
+    assert missing == []
+    assert "\x1b" not in "".join(lines)
+    assert "\r" not in "".join(lines)
+
+
+@pytest.mark.parametrize("name", ["pip-download", "tqdm-loop", "tqdm-multibar"])
+def test_progress_bars_cost_a_tenth_of_their_raw_tokens_and_the_raw_comes_back_exactly(
+    tmp_path: Path, name: str
+) -> None:
+    core = _core(tmp_path)
+    raw = recorded(name)
+    out = _arrive(core, raw)
+    meter = TokenMeter()
+    assert meter.message_tokens(out) * 10 <= meter.message_tokens(ToolMessage(raw, tool_call_id="x"))
+    for line in FINAL_LINES[name]:
+        assert line in str(out.content).split("\n")
+    assert 'part="raw")' in str(out.content)  # the marker says how to get the raw back
+    record = out.response_metadata[METADATA_KEY]
+    assert (tmp_path / "files" / record["raw_path"].lstrip("/")).read_bytes() == raw.encode("utf-8")
+    ask = cast(ToolCallRequest, _request("c1")).state["messages"][0]
+    assert lookup_result([ask, out], "c1", core.evictor.backend, raw=True) == (raw, None)
+    tool = make_recall_tool(core.evictor.backend)
+    answer = tool.invoke({"state": {"messages": [ask, out]}, "call_id": "c1", "part": "raw", "limit": 50_000})
+    assert answer.startswith(raw[:1_000])
+
+
+def test_each_rendering_is_traced_with_the_tokens_it_saved_and_the_report_sums_them(tmp_path: Path) -> None:
+    core = _core(tmp_path)
+    _arrive(core, recorded("tqdm-loop"), "c1")
+    _arrive(core, recorded("pip-download"), "c2")
+    _arrive(core, "plain output\nno codes\n", "c3")
+    core.recorder.flush()
+    store = TraceStore(tmp_path / "t.db")
+    events = store.events(kind="tool_render")
+    assert [e.payload["call_id"] for e in events] == ["c1", "c2"]
+    assert all(e.payload["freed"] > 9 * e.payload["tokens"] for e in events)
+    threaded = TraceStore(tmp_path / "threaded.db")  # the events as a thread's run records them
+    threaded.append([TraceEvent(e.kind, e.payload, "t") for e in events])
+    done = threaded.lifecycle("t")["tool_render"]
+    assert done == {"count": 2, "tokens": sum(e.payload["tokens"] for e in events), "freed": done["freed"]}
+    assert done["freed"] == sum(e.payload["freed"] for e in events)
+    report = cast(Any, type("R", (), {"trace_found": True, "lifecycle": threaded.lifecycle("t")})())
+    assert f"2 rendered as a terminal shows them ({done['freed']:,} tokens saved)" in lifecycle_line(report)
+
+
+def test_plain_output_enters_untouched_with_no_file_and_no_emulator(tmp_path: Path) -> None:
+    core = _core(tmp_path)
+    text = "line one\r\nline two\n\ttabbed ünïcode\n"
+    assert not needs_rendering(text)
+    assert render(text).text is text
+    out = _arrive(core, text)
+    assert out.content == text
+    assert "raw_path" not in (out.response_metadata.get(METADATA_KEY) or {})
+    assert not list(tmp_path.glob("files/large_tool_results/**/*.raw"))
+
+
+def test_overwritten_frames_show_what_a_terminal_leaves_of_them() -> None:
+    assert render("downloading 100%\rdone").text == "doneloading 100%"
+    assert render("downloading 100%\r\x1b[2Kdone").text == "done"
+    assert render("abc\bX\n\x1b[31mred\x1b[0m\n").text == "abX\nred\n"
+    assert render("top\nmid\nbot\x1b[1A\rMID\x1b[1B\n").text == "top\nMID\nbot\n"
+
+
+def test_a_rendered_output_past_its_cap_keeps_head_and_tail_and_says_how_to_get_the_rest(tmp_path: Path) -> None:
+    core = _core(tmp_path, ContextPolicy(window=2_000_000, evict_max_tokens=10**6, render_tail_max_bytes=4_000))
+    raw = "".join(f"\x1b[32mline {i:05d} ok\x1b[0m\n" for i in range(5_000))
+    out = str(_arrive(core, raw).content)
+    assert "line 00000 ok" in out
+    assert "line 04999 ok" in out
+    assert "line 02500 ok" not in out
+    assert "bytes (" in out
+    assert "lines) of this output, as a terminal shows it, cut here" in out
+    assert 'part="raw")' in out
+    assert len(out.encode()) < 4_000 + 500 + 600
+
+
+def test_rendering_can_be_switched_off_excluded_per_tool_or_overridden(tmp_path: Path) -> None:
+    raw = recorded("tqdm-loop")
+    off = _arrive(_core(tmp_path / "a", ContextPolicy(window=2_000_000, render_terminal=False)), raw)
+    assert "\r" in str(off.content)  # the raw text entered (and was evicted as it is)
+    excluded = ContextPolicy(window=2_000_000, render_exclude_tools=("bash",))
+    assert "\r" in str(_arrive(_core(tmp_path / "b", excluded), raw).content)
+    assert "\r" not in str(_arrive(_core(tmp_path / "b2", excluded), raw, tool="python").content)
+    forced = ContextPolicy(window=2_000_000, render_terminal=False, render_tools={"bash": True})
+    assert "\r" not in str(_arrive(_core(tmp_path / "c", forced), raw).content)
+
+
+async def test_the_async_path_renders_too(tmp_path: Path) -> None:
+    core = _core(tmp_path)
+    raw = recorded("pip-download")
+
+    async def handler(_request: Any) -> ToolMessage:
+        return ToolMessage(raw, tool_call_id="c1", name="bash", id="t1")
+
+    out = cast(ToolMessage, await core.awrap_tool_call(_request("c1"), handler))
+    assert "Successfully downloaded pandas" in str(out.content)
+    assert "\x1b" not in str(out.content)
+    record = out.response_metadata[METADATA_KEY]
+    assert (tmp_path / "files" / record["raw_path"].lstrip("/")).read_bytes() == raw.encode()
