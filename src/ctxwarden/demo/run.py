@@ -36,6 +36,7 @@ from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording, load_recording
 from ctxwarden.replay.tools import replay_tools
 from ctxwarden.report import ContextReport, build_report
+from ctxwarden.report.build import trace_counts
 from ctxwarden.report.plot import usage_plot
 from ctxwarden.stack.build import create_context_agent
 from ctxwarden.thread.view import last_call_view
@@ -140,13 +141,8 @@ def run_demo(
     result.recoverable_fraction = round(check_outputs(view, messages, recording.outputs, backend).fraction, 6)
     trace = TraceStore(Path(state_dir) / TRACE_FILE)
     try:
-        report = build_report(
-            messages,
-            thread_id=thread_id,
-            spend=trace.spend(thread_id),
-            values=values,
-            lifecycle=trace.lifecycle(thread_id),
-        )
+        spend, lifecycle = trace_counts(trace, thread_id, values)
+        report = build_report(messages, thread_id=thread_id, spend=spend, values=values, lifecycle=lifecycle)
         folds = [e for e in trace.events(thread_id=thread_id, kind="context_compaction") if e.payload.get("ok")]
         result.fallback_folds = sum(1 for e in folds if e.payload.get("fallback"))
     finally:
