@@ -251,8 +251,8 @@ def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage],
             for call in item.tool_calls:
                 args = call.get("args") or {}
                 command = str(args.get("command") or args.get("file_path") or args.get("path") or "")
-                shown = command or ", ".join(f"{key}={value!r}" for key, value in args.items())
-                label = f"{call.get('name')}({one_line(shown, 160)})"
+                called = command or ", ".join(f"{key}={value!r}" for key, value in args.items())
+                label = f"{call.get('name')}({one_line(called, 160)})"
                 labels[str(call.get("id"))] = label
                 result = outcomes.get(str(call.get("id")))
                 back = _came_back(result)
