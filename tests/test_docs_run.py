@@ -1,5 +1,6 @@
 """Every Python block of the README and the docs runs, each page's blocks in order in one fresh directory, as a reader
-pastes them one after another; a `print(...)` the text says the output of (`# prints: <line>`) prints exactly that.
+pastes them one after another; a `print(...)` the text says the output of (a `# prints: <line>` comment on the line
+above it) prints exactly that.
 
 The claimed lines are written from a run, never by hand: `python tests/test_docs_run.py --write` runs every page the
 same way and writes what each such `print` printed into its comment. The README's shell lines that read the state dir
@@ -23,7 +24,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"```python\n(.+?)\n```", flags=re.S)
-CLAIM = re.compile(r"^(?P<code>\s*print\(.*\))  # prints: (?P<line>.*)$")
+CLAIM = re.compile(r"^\s*# prints: (?P<line>.*)$")
+"""The comment saying what the `print(...)` on the next line prints."""
 SERVICE = "# requires:"
 """A block that needs a service the suite cannot start opens with this line, naming it; it is not run here."""
 
@@ -35,6 +37,15 @@ def blocks(page: Path) -> list[str]:
 def claims(block: str) -> list[str]:
     """The lines the block's text says its prints print, in order."""
     return [m.group("line") for line in block.splitlines() if (m := CLAIM.match(line))]
+
+
+def _claimed(lines: list[str]) -> list[int]:
+    """Indexes of the claimed `print(...)` lines (each right under its `# prints:` comment)."""
+    found = [i + 1 for i, line in enumerate(lines) if CLAIM.match(line)]
+    for i in found:
+        if i >= len(lines) or not lines[i].strip().startswith("print("):
+            raise AssertionError(f"no print(...) right under: {lines[i - 1]}")
+    return found
 
 
 @contextlib.contextmanager
@@ -53,10 +64,9 @@ def run_page(page: Path, directory: Path) -> list[list[str]]:
     with inside(directory):
         for block in blocks(page):
             lines = block.splitlines()
-            marked = [i for i, line in enumerate(lines) if CLAIM.match(line)]
             # each claimed print is wrapped so its output is caught apart from the block's other output
-            for i in marked:
-                code = CLAIM.match(lines[i]).group("code")  # type: ignore[union-attr]
+            for i in _claimed(lines):
+                code = lines[i]
                 indent = code[: len(code) - len(code.lstrip())]
                 lines[i] = f"{indent}with __claim__():\n{indent}    {code.strip()}"
             caught: list[str] = []
@@ -138,7 +148,7 @@ def write() -> None:
             if block.startswith("```python\n" + SERVICE):
                 return block
             return "\n".join(
-                f"{m.group('code')}  # prints: {next(outputs)}" if (m := CLAIM.match(line)) else line
+                f"{line[: m.start('line')]}{next(outputs)}" if (m := CLAIM.match(line)) else line
                 for line in block.split("\n")
             )
 
