@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from ctxwarden.trace.schema import BEGIN, END, section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,20 +16,6 @@ DOCS = sorted((ROOT / "docs").glob("*.md"))
 
 def _python_blocks(path: Path) -> list[str]:
     return re.findall(r"```python\n(.+?)\n```", path.read_text(encoding="utf-8"), flags=re.S)
-
-
-RUNNABLE = [
-    pytest.param(block, id=f"{path.name}-{n}")
-    for path in DOCS
-    for n, block in enumerate(_python_blocks(path))
-    if not block.startswith("# requires:")
-]
-
-
-@pytest.mark.parametrize("block", RUNNABLE)
-def test_docs_python_examples_run(block: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    exec(compile(block, "docs", "exec"), {"__name__": "docs_example"})
 
 
 def test_examples_that_need_a_service_say_which() -> None:

@@ -33,12 +33,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("replay",),
     ("demo",),
     ("bench",),
-    ("ctxwarden", "observe", "view"),
+    ("ctxwarden",),
     ("cli",),
     ("__main__",),
 ]
-"""Bottom to top. `ctxwarden` is the package's own `__init__` (the public API); `observe` and `view` are deprecated
-aliases of moved modules, kept at the top because they re-export from anywhere below."""
+"""Bottom to top. `ctxwarden` is the package's own `__init__` (the public API)."""
 
 LAZY_IMPORTS_ALLOWED = frozenset({"ctxwarden.cli"})
 """Modules that may import ctxwarden inside functions: the CLI entry point, to keep `--help` fast."""

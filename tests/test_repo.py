@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,20 +46,11 @@ def test_ci_runs_the_readme_demo_command_in_a_fresh_environment() -> None:
     assert any(line.startswith("rm -rf .venv") for line in lines[demo_at + 1 : tests_at])  # tests start fresh
 
 
-def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.+?)\n```", readme, flags=re.S)
-    assert blocks
-    monkeypatch.chdir(tmp_path)
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
-
-
 def test_readme_one_liner_gets_eviction_the_trace_and_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first snippet: `create_deep_agent(..., middleware=context_middleware())` with no other ctxwarden argument."""
+    """The first snippet: `create_deep_agent(..., middleware=[context_middleware()])`, no other ctxwarden argument."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = re.findall(r"```python\n(.+?)\n```", readme, flags=re.S)[0]
-    assert "middleware=context_middleware()" in block
+    assert "middleware=[context_middleware()]" in block
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": "readme"}
     exec(compile(block, "README.md", "exec"), namespace)
@@ -77,3 +71,18 @@ def test_notebooks_are_committed_without_outputs() -> None:
             if cell["cell_type"] == "code":
                 assert cell["outputs"] == [], f"{path.name} has outputs; clear them before committing"
                 assert cell["execution_count"] is None, path.name
+
+
+def test_the_readme_command_that_runs_a_notebook_runs_it(tmp_path: Path) -> None:
+    """The Notebooks section's command, as printed, from a copy of the repository's notebooks folder."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Notebooks\n", 1)[1].split("\n## ", 1)[0]
+    (command,) = re.findall(r"```bash\n(.+?)\n```", section, flags=re.S)
+    argv = command.split()
+    assert argv[0] == ".venv/bin/jupyter"  # what the README's install leaves, activated or not
+    notebook = Path(argv[-1])
+    (tmp_path / notebook.parent).mkdir(parents=True)
+    shutil.copy(ROOT / notebook, tmp_path / notebook)
+    argv[0] = str(Path(sys.executable).parent / "jupyter")
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr

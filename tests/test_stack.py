@@ -84,17 +84,17 @@ def test_takes_the_summarization_slot_ahead_of_user_middleware(
         "FilesystemMiddleware",
         "SubAgentMiddleware",
         "_ParentNotifierMiddleware",
-        "ContextWindowMiddleware",
+        "ContextStack",
         "PatchToolCallsMiddleware",
     ]
-    assert names.index("ContextWindowMiddleware") < names.index("Views")
+    assert names.index("ContextStack") < names.index("Views")
     assert not any(isinstance(m, DeepSummarization) for m in built[-1])
 
     # the general-purpose subagent inherits the replacement for its own summarization slot
     subagents = next(m for m in built[-1] if type(m).__name__ == "SubAgentMiddleware")
     general = next(spec for spec in subagents._subagents if spec["name"] == "general-purpose")
     general_names = [type(m).__name__ for m in general["middleware"]]
-    assert "ContextWindowMiddleware" in general_names
+    assert "ContextStack" in general_names
     assert not any(isinstance(m, DeepSummarization) for m in general["middleware"])
 
 

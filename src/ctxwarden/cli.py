@@ -24,6 +24,13 @@ KIND_ALIASES = {"fold": "context_compaction", "clear": "context_clear", "evict":
 """Short names `--kind` accepts for the lifecycle events (a fold is recorded as `context_compaction`)."""
 
 
+def event_kinds() -> tuple[str, ...]:
+    """Every event kind ctxwarden records, as `--kind` accepts them and the help lists them."""
+    from ctxwarden.trace import KINDS
+
+    return (*KINDS, "admit_problem")
+
+
 def _version() -> str:
     from ctxwarden import __version__
 
@@ -122,9 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
         "trace",
         help="the trace events of a thread, oldest first; or --verify the whole trace",
         description="The thread's trace events, oldest first: time, kind, model, namespace (for a subagent) and "
-        "payload. Kinds: model_usage, tool_call, model_switch, context_overflow, eviction, context_clear, "
-        "context_compaction, admit_problem; fold, clear and evict name the lifecycle ones. With --verify, checks "
-        "the whole trace instead (its hash chain, triggers and migrations) and exits with 1 when it was tampered with.",
+        f"payload. Kinds: {', '.join(event_kinds())}; "
+        f"{', '.join(KIND_ALIASES)} name the lifecycle ones ({', '.join(KIND_ALIASES.values())}). "
+        "With --verify, checks the whole trace instead (its hash chain, triggers and migrations) and exits with 1 "
+        "when it was tampered with.",
     )
     _state_dir_option(trace)
     _thread_option(trace, required=False, help="the thread id (ctxwarden threads lists them); not with --verify")
@@ -151,6 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+
+
+def _closed_pipe() -> None:
+    raise BrokenPipeError
 
 
 def _fail(command: str, message: object) -> int:
@@ -197,8 +209,13 @@ def _context(args: argparse.Namespace) -> int:
         return _fail("context", f"{type(exc).__name__}: {exc}")
     if args.json:
         sys.stdout.write(json.dumps(report.to_dict()) + "\n")
-        return 0
-    _print_report(report)
+    else:
+        _print_report(report)
+    if not report.trace_found:
+        sys.stderr.write(
+            f"ctxwarden context: no trace at {path}, so what the thread spent and what the layers did are unknown. "
+            "Fix: pass the --state-dir the agent ran with (for a served thread, --trace PATH).\n"
+        )
     return 0
 
 
@@ -275,11 +292,9 @@ def _threads(args: argparse.Namespace) -> int:
 
 def _kinds(asked: list[str] | None, seen: set[str]) -> tuple[set[str] | None, str | None]:
     """The event kinds `--kind` asks for (aliases resolved), or an error naming the kinds there are."""
-    from ctxwarden.trace import KINDS
-
     if not asked:
         return None, None
-    known = {*KINDS, "admit_problem", *seen}
+    known = {*event_kinds(), *seen}
     wanted = {KIND_ALIASES.get(kind, kind) for kind in asked}
     unknown = sorted(kind for kind in asked if KIND_ALIASES.get(kind, kind) not in known)
     if unknown:
@@ -412,6 +427,7 @@ def _demo(args: argparse.Namespace) -> int:
     from ctxwarden.demo import render, run_demo
 
     out = console.Console()
+    out.on_broken_pipe = _closed_pipe  # rich would exit with 1: end quietly, with 0, as every command does
     err = console.Console(stderr=True)
     try:
         result = run_demo(

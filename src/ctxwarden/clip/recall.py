@@ -230,18 +230,39 @@ def _calling(messages: list[BaseMessage], reference: str) -> tuple[AIMessage, An
 
 
 def page(text: str, number: int, limit: int) -> str:
-    """Page `number` (from 1) of `text` in pages of `limit` characters, with a note saying where the rest is."""
+    """Page `number` (from 1) of `text` in pages of at most `limit` characters, with a note saying where the rest is.
+
+    Pages end on line boundaries; a line longer than a page is split, and the note says the page ends inside it.
+    """
     limit = max(1, min(limit, MAX_LIMIT))
     number = max(1, number)
-    offset = (number - 1) * limit
-    chunk = text[offset : offset + limit]
-    end = offset + len(chunk)
-    if number == 1 and end >= len(text):
-        return chunk
-    if not chunk:
-        return f"[ctxwarden: page {number} is empty: {len(text):,} characters make {-(-len(text) // limit)} page(s).]"
+    bounds = page_bounds(text, limit)
+    if number == 1 and len(bounds) == 1:
+        return text
+    if number > len(bounds):
+        return f"[ctxwarden: page {number} is empty: {len(text):,} characters make {len(bounds)} page(s).]"
+    offset, end = bounds[number - 1]
+    cut = (
+        " (it ends inside a line longer than a page: the line goes on)"
+        if end < len(text) and text[end - 1] != "\n"
+        else ""
+    )
     more = f"; page={number + 1} for the rest" if end < len(text) else ""
-    return f"{chunk}\n[ctxwarden: characters {offset:,}-{end:,} of {len(text):,}{more}]"
+    return f"{text[offset:end]}\n[ctxwarden: characters {offset:,}-{end:,} of {len(text):,}{cut}{more}]"
+
+
+def page_bounds(text: str, limit: int) -> list[tuple[int, int]]:
+    """`(start, end)` of each page: whole lines, at most `limit` characters, a longer line split at the limit."""
+    bounds: list[tuple[int, int]] = []
+    start = 0
+    while start < len(text) or not bounds:
+        end = min(len(text), start + limit)
+        if end < len(text):
+            newline = text.rfind("\n", start, end)
+            end = newline + 1 if newline >= start else end
+        bounds.append((start, end))
+        start = end
+    return bounds
 
 
 def search(state: Mapping[str, Any], scope: Scope, query: str, regex: bool, page: int, meter: TokenMeter) -> str:
@@ -302,6 +323,7 @@ __all__ = [
     "original_text",
     "own_scope",
     "page",
+    "page_bounds",
     "resolve",
     "search",
 ]

@@ -10,6 +10,9 @@ of ctxwarden's own meter.
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +39,7 @@ from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording, load_recording
 from ctxwarden.replay.tools import replay_tools
 from ctxwarden.report import ContextReport, build_report
+from ctxwarden.report.build import trace_counts
 from ctxwarden.report.plot import usage_plot
 from ctxwarden.stack.build import create_context_agent
 from ctxwarden.thread.view import last_call_view
@@ -140,13 +144,8 @@ def run_demo(
     result.recoverable_fraction = round(check_outputs(view, messages, recording.outputs, backend).fraction, 6)
     trace = TraceStore(Path(state_dir) / TRACE_FILE)
     try:
-        report = build_report(
-            messages,
-            thread_id=thread_id,
-            spend=trace.spend(thread_id),
-            values=values,
-            lifecycle=trace.lifecycle(thread_id),
-        )
+        spend, lifecycle = trace_counts(trace, thread_id, values)
+        report = build_report(messages, thread_id=thread_id, spend=spend, values=values, lifecycle=lifecycle)
         folds = [e for e in trace.events(thread_id=thread_id, kind="context_compaction") if e.payload.get("ok")]
         result.fallback_folds = sum(1 for e in folds if e.payload.get("fallback"))
     finally:
@@ -218,14 +217,44 @@ def is_shipped(trajectory: str | Path) -> bool:
 
 
 def next_steps(result: DemoResult) -> list[str]:
-    """What to try after this run: folds if there were none, then the thread's report and trace."""
-    state = f"--state-dir {result.state_dir} --thread {result.thread_id}"
+    """What to try after this run: folds if there were none, then the thread's report and trace.
+
+    Each is a command a shell runs as printed: the `ctxwarden` this run was started as (its path when that is
+    not the one on PATH, as after an install into a virtual environment that was never activated), and every
+    argument quoted for the shell.
+    """
+    command = cli_command()
+    state = f"--state-dir {shlex.quote(result.state_dir)} --thread {shlex.quote(result.thread_id)}"
     steps = []
     if result.folds == 0:
-        steps.append(f"ctxwarden demo --window {max(1, result.window // 2)}   # a smaller window: it folds too")
-    steps.append(f"ctxwarden context {state}   # the /context report")
-    steps.append(f"ctxwarden trace {state} --kind clear --kind fold   # what the layers did, when")
+        steps.append(f"{command} demo --window {max(1, result.window // 2)}   # a smaller window: it folds too")
+    steps.append(f"{command} context {state}   # the /context report")
+    steps.append(f"{command} trace {state} --kind clear --kind fold   # what the layers did, when")
     return steps
+
+
+def cli_command(argv0: str | None = None) -> str:
+    """How to run the `ctxwarden` command from here: `ctxwarden` when that name on PATH is the one running (or
+    the one beside this Python), else the script's path (relative to the working directory when inside it),
+    else `python -m ctxwarden` with this interpreter."""
+    running = Path(argv0 if argv0 is not None else sys.argv[0])
+    beside = Path(sys.executable).parent / "ctxwarden"
+    script = running if running.name == "ctxwarden" and running.is_file() else beside
+    on_path = shutil.which("ctxwarden")
+    if on_path is not None and script.is_file() and Path(on_path).resolve() == script.resolve():
+        return "ctxwarden"
+    if script.is_file():
+        return shlex.quote(_from_here(script))
+    return f"{shlex.quote(_from_here(Path(sys.executable)))} -m ctxwarden"
+
+
+def _from_here(path: Path) -> str:
+    """`path` relative to the working directory when it lies inside it (`.venv/bin/ctxwarden`), else absolute."""
+    absolute = path.absolute()
+    try:
+        return absolute.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return str(absolute)
 
 
 def render(result: DemoResult, console: Console) -> None:
@@ -258,8 +287,8 @@ def render(result: DemoResult, console: Console) -> None:
         console.print(result.report)
     console.print()
     console.print("[bold]Next[/bold]")
-    for step in next_steps(result):
-        console.print(f"  {step}", highlight=False, markup=False)
+    for step in next_steps(result):  # never wrapped: a command cut across lines cannot be copied
+        console.print(f"  {step}", highlight=False, markup=False, soft_wrap=True)
     if is_shipped(result.trajectory):
         console.print(f"[dim]{TRAJECTORY_CREDIT}[/dim]")
 
@@ -300,6 +329,7 @@ __all__ = [
     "DEFAULT_WINDOW",
     "TRAJECTORY_CREDIT",
     "DemoResult",
+    "cli_command",
     "default_trajectory",
     "is_shipped",
     "next_steps",

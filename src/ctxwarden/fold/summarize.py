@@ -21,6 +21,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxwarden.core.io import Call, Steps, arun, run
+from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import error_line, one_line, text_of
 from ctxwarden.core.window import model_name
 from ctxwarden.errors import SummarizerError, SummarizerTimeoutError
@@ -250,7 +251,8 @@ def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage],
             for call in item.tool_calls:
                 args = call.get("args") or {}
                 command = str(args.get("command") or args.get("file_path") or args.get("path") or "")
-                label = f"{call.get('name')}({one_line(command, 160)})" if command else f"{call.get('name')}()"
+                called = command or ", ".join(f"{key}={value!r}" for key, value in args.items())
+                label = f"{call.get('name')}({one_line(called, 160)})"
                 labels[str(call.get("id"))] = label
                 result = outcomes.get(str(call.get("id")))
                 back = _came_back(result)
@@ -299,7 +301,10 @@ def _came_back(result: ToolMessage | None) -> str:
     text = text_of(result)
     if not _first_line(text):
         return "empty"
-    return "error" if result.status == "error" else f"{len(text):,} chars"
+    record = result.response_metadata.get(METADATA_KEY)
+    evicted = record.get("chars") if isinstance(record, dict) and record.get("evicted") else None
+    size = f"{evicted:,} chars, evicted" if isinstance(evicted, int) else f"{len(text):,} chars"  # not the preview's
+    return "error" if result.status == "error" else size
 
 
 def _first_line(text: str) -> str:

@@ -66,6 +66,7 @@ def usage_plot(
     Needs matplotlib: `pip install 'ctxwarden[plot]'`.
     """
     Figure = require("matplotlib.figure", "usage_plot").Figure
+    MaxNLocator = require("matplotlib.ticker", "usage_plot").MaxNLocator
     if isinstance(source, list | tuple):
         messages = list(source)
     else:
@@ -127,6 +128,7 @@ def usage_plot(
     ax.set_xlabel("model call")
     ax.set_ylabel("input tokens")
     ax.set_xlim(0.5, max(calls) + 0.5)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # calls are counted: no tick at call 1.5
     ax.set_ylim(0, top)
     ax.yaxis.set_major_formatter(lambda value, _pos: tokens_label(value))
     ax.set_title(title or f"{len(rows)} model calls · peak {max(tokens):,} tokens")

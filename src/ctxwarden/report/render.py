@@ -70,7 +70,7 @@ def counter_line(report: ReportFigures) -> str:
 
 def spend_line(report: ReportFigures) -> str:
     if not report.trace_found:
-        return "spend: unknown (no trace found: pass trace=... to see it)"
+        return "spend: unknown (no trace found for this thread)"
     if not report.spend:
         return "spend: no trace for this thread"
     parts = []

@@ -1,23 +1,23 @@
-"""The one-call stack: ctxwarden's middlewares for any agent, or a whole deep agent with them.
+"""The one-call stack: ctxwarden's middleware for any agent, or a whole deep agent with it.
 
-`context_middleware()` is for callers who build their own agent; it returns the
-middlewares in the order they must run, and with no argument it evicts into the agent's
-own file backend and records the trace under `./.ctxwarden/`. `create_context_agent()` is
-the embedded default: a deepagents agent with the stack in place, a real SQLite
-checkpointer and a filesystem backend, all under one state directory. The agent's file
-tools see that directory minus the databases (`ThreadIsolatedBackend` refuses them and
-never opens them), every declarative subagent gets the stack too (deepagents would
-otherwise fill its summarization slot with its own middleware), and the agent records
-what it was built with, so `compact()` and the /context report find the same backend and
-trace. Arguments that cannot work fail here, when the agent is built, not hours later at
-the first fold.
+`context_middleware()` is for callers who build their own agent; it returns one
+middleware that composes with theirs in a plain list (`stack.compose`), and with no
+argument it evicts into the agent's own file backend and records the trace under
+`./.ctxwarden/`. `create_context_agent()` is the embedded default: a deepagents agent
+with the stack in place, a real SQLite checkpointer and a filesystem backend, all under
+one state directory. The agent's file tools see that directory minus the databases
+(`ThreadIsolatedBackend` refuses them and never opens them), every declarative subagent
+gets the stack too (deepagents would otherwise fill its summarization slot with its own
+middleware), and the agent records what it was built with, so `compact()` and the
+/context report find the same backend and trace. Arguments that cannot work fail here,
+when the agent is built, not hours later at the first fold.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast, get_type_hints
+from typing import Any, get_type_hints
 
 from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
@@ -35,9 +35,10 @@ from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.errors import BuildArgumentError, CtxwardenError
 from ctxwarden.fold.engine import DETERMINISTIC, Folder
 from ctxwarden.fold.layer import FoldedView, FoldLayer
+from ctxwarden.stack.compose import ContextStack, SkilledContextStack, with_skills_state
 from ctxwarden.stack.discover import AgentBackend, FindBackendLayer
 from ctxwarden.stack.isolation import ThreadIsolatedBackend, normalized
-from ctxwarden.stack.middleware import SLOT_NAME, ContextWindowMiddleware
+from ctxwarden.stack.middleware import SLOT_NAME
 from ctxwarden.stack.pick import ModelPicker, model_from_context
 from ctxwarden.thread.checkpoints import open_checkpointer
 from ctxwarden.thread.view import ContextState
@@ -81,12 +82,16 @@ def context_middleware(
     memory: str | None = None,
     instructions: str | Path | None = None,
     models: ModelPicker | Mapping[str, Any] | None = None,
-) -> list[AgentMiddleware]:
-    """The ctxwarden middlewares, in run order, for `create_deep_agent(middleware=...)`.
+) -> ContextStack:
+    """The ctxwarden middleware, for `create_deep_agent(middleware=[...])` or `create_agent(middleware=[...])`.
 
-    The first takes deepagents' `SummarizationMiddleware` slot by name, so in a deep
-    agent it runs ahead of the caller's own middleware; with `langchain.agents.create_agent`
-    put these first in the list for the same effect.
+    It is one middleware, so it composes in a plain list with the caller's own, before or
+    after them: `middleware=[context_middleware(), Mine()]`. It takes deepagents'
+    `SummarizationMiddleware` slot by name, so in a deep agent it runs ahead of the
+    caller's own middleware wherever it stands in the list; with `langchain.agents.create_agent`
+    the list's order is the run order, so put it first for the same effect (after a
+    middleware, it measures and shapes what that middleware made of the request). It also
+    reads as a one-item list, so `middleware=context_middleware()` works as it is.
 
     With no argument it needs nothing else: large tool results are evicted to the agent's
     own file backend (in a deep agent, the one deepagents' `read_file` reads, found on the
@@ -136,17 +141,19 @@ def context_middleware(
         *custom,
     ]
     picker = model_from_context(models) if isinstance(models, Mapping) else models
-    core = ContextWindowMiddleware(
-        policy=policy, meter=meter, layers=lifecycle, recorder=recorder, backend=backend, pick_model=picker
-    )
-    if schema is not ContextState:
-        core.state_schema = schema  # type: ignore[assignment]  # ContextState plus the layers' keys
-    stack: list[AgentMiddleware] = [core]
-    if skills:
-        stack.append(
-            cast(AgentMiddleware, skills_loader(backend, skills))
-        )  # loads skills into state; the admit layer renders the index
-    return stack
+    options: dict[str, Any] = {
+        "policy": policy,
+        "meter": meter,
+        "layers": lifecycle,
+        "recorder": recorder,
+        "backend": backend,
+        "pick_model": picker,
+    }
+    # with skills, deepagents' loader keeps them in state, chained inside; the admit layer renders the index
+    core = SkilledContextStack(skills=skills_loader(backend, skills), **options) if skills else ContextStack(**options)
+    if schema is not ContextState:  # ContextState plus the layers' keys (and the skills loader's)
+        core.state_schema = with_skills_state(schema) if skills else schema  # type: ignore[assignment]
+    return core
 
 
 def create_context_agent(
@@ -209,7 +216,7 @@ def create_context_agent(
         instructions=instructions,
         models=models,
     )
-    core = cast(ContextWindowMiddleware, stack[0])
+    core = stack
     subagents = deep_agent_kwargs.pop("subagents", None)
     if subagents is not None:
         deep_agent_kwargs["subagents"] = managed_subagents(subagents, core)
@@ -217,7 +224,7 @@ def create_context_agent(
         model,
         list(tools),
         system_prompt=system_prompt,
-        middleware=[*stack, *middleware],
+        middleware=[stack, *middleware],
         checkpointer=checkpointer,
         backend=backend,
         **deep_agent_kwargs,

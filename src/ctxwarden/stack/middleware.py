@@ -56,6 +56,7 @@ from ctxwarden.stack.call_events import asks_for_tools, before_call_events, fail
 from ctxwarden.stack.pick import ModelPicker
 from ctxwarden.stack.search_scope import ThreadScope
 from ctxwarden.stack.tool_copies import ToolInstances
+from ctxwarden.thread.history import history_start
 from ctxwarden.thread.view import ContextState
 from ctxwarden.trace.recorder import PendingEvent, TraceRecorder
 
@@ -151,8 +152,10 @@ class ContextWindowMiddleware(AgentMiddleware):
 
     def _shape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
         with FOREGROUND.call():  # the stack's background work waits meanwhile (`core.foreground`)
+            started = history_start(request.state)  # before any event: the report counts from here
             request = self._picked(request)
             shaped = _Shaped(request, _with_room(self.budget(request, force=force)))
+            shaped.state.update(started)
             measure = functools.partial(self.budget, force=force)
             for layer in (*self.layers, self.note):
                 shaped.take(layer, layer.shape(shaped.request, shaped.budget), measure)
@@ -161,8 +164,10 @@ class ContextWindowMiddleware(AgentMiddleware):
 
     async def _ashape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
         with FOREGROUND.call():
+            started = history_start(request.state)  # before any event: the report counts from here
             request = self._picked(request)
             shaped = _Shaped(request, _with_room(self.budget(request, force=force)))
+            shaped.state.update(started)
             measure = functools.partial(self.budget, force=force)
             for layer in (*self.layers, self.note):
                 shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), measure)

@@ -19,11 +19,12 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.curate.lineage import ForkState
 from ctxwarden.fold.state import Folds, FoldState, folded_view
+from ctxwarden.thread.history import HistoryState
 
 
-class ContextState(ClipState, FoldState, ForkState, NoteState):
+class ContextState(ClipState, FoldState, ForkState, NoteState, HistoryState):
     """The agent state plus ctxwarden's private keys (the clearing boundary, the folds, a fork's parent, the
-    gauge notes in view)."""
+    gauge notes in view, when the thread's history began)."""
 
 
 def model_view(

@@ -1,6 +1,0 @@
-"""Deprecated: moved to `ctxwarden.thread.read`; this alias warns and re-exports it."""
-
-from ctxwarden.core.moved import warn_moved_module
-from ctxwarden.thread.read import *  # noqa: F403
-
-warn_moved_module(__name__, "ctxwarden.thread.read")
