@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deepagents.backends import FilesystemBackend
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from ctxwarden import DETERMINISTIC, ContextStillTooLargeError, TraceStore, compact, create_context_agent
+from ctxwarden.clip.recall import lookup_result
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.replay import ScriptedChatModel, scripted_model
 
@@ -107,8 +109,11 @@ def test_binary_and_non_utf8_output_is_kept_exactly(tmp_path: Path, tool_fn: Any
     expected = original if isinstance(original, str) else str(original)
     record = message.response_metadata[METADATA_KEY]
     assert record["evicted"] is True
-    data = (tmp_path / record["path"].lstrip("/")).read_bytes()
-    assert data.decode("utf-8", "surrogatepass") == expected
+    raw = (tmp_path / record["raw_path"].lstrip("/")).read_bytes()  # the exact bytes, whatever the view shows
+    assert raw == (original if isinstance(original, bytes) else original.encode("utf-8", "surrogateescape"))
+    (tmp_path / record["path"].lstrip("/")).read_text(encoding="utf-8")  # the file of the view opens as text
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    assert lookup_result(out["messages"], "b1", backend, raw=True) == (expected, None)  # recall(part="raw")
     reopened = create_context_agent(scripted_model([], window=8_000), [tool_fn], state_dir=tmp_path)
     stored = reopened.get_state(config).values["messages"]  # the checkpoint round-trips it too
     assert next(m for m in stored if isinstance(m, ToolMessage)).content == message.content
@@ -126,10 +131,9 @@ def test_a_small_non_utf8_output_is_offloaded_for_its_exact_bytes(tmp_path: Path
     out = agent.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": "small"}})
     agent.checkpointer.conn.close()
     message = next(m for m in out["messages"] if isinstance(m, ToolMessage))
-    assert str(message.content).startswith("magic: \ufffdPNG\r\n ok\n[ctxwarden: this sniff output holds bytes")
+    assert str(message.content).startswith("magic: \\x89PNG\r\n ok\n[ctxwarden: this sniff output holds bytes")
     (file,) = (tmp_path / "large_tool_results" / "small").glob("s1-*")  # keyed by the call that made it
-    exact = file.read_bytes()
-    assert exact.decode("utf-8", "surrogatepass") == sniff.invoke({"target": "x"})
+    assert file.read_bytes() == b"magic: \x89PNG\r\n ok"
 
 
 def test_a_tool_result_larger_than_the_whole_window_is_evicted(tmp_path: Path) -> None:

@@ -334,8 +334,12 @@ def test_a_provider_overflow_clears_and_folds_once_then_retries(tmp_path: Path) 
     assert out["messages"][-1].content == "done"
     refused = [s for s in model._sizes if s > 2_500]
     assert refused  # the window claimed 100k, the provider accepted far less
-    forced = [e.payload for e in _compactions(tmp_path) if e.payload.get("forced")]
-    assert forced
+    events = TraceStore(tmp_path / "trace.sqlite").events()
+    forced = [e for e in events if e.kind in ("context_clear", "context_compaction") and e.payload.get("forced")]
+    assert forced  # the retry cleared (and folded, where a fold frees room) with force
+    assert all(e.payload["freed"] > 0 for e in forced if e.kind == "context_compaction")
+    held = [e for e in events if e.kind == "fold_held"]
+    assert all(e.payload["freed"] <= 0 for e in held)  # a fold that would have grown the view was not made
     overflow = TraceStore(tmp_path / "trace.sqlite").events(kind="context_overflow")
     assert {e.payload["stage"] for e in overflow} == {"provider"}
 

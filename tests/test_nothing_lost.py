@@ -32,6 +32,7 @@ from langchain_core.tools import tool
 from ctxwarden import DETERMINISTIC, TraceStore, create_context_agent, open_checkpointer
 from ctxwarden.clip.recall import original_text
 from ctxwarden.clip.recoverability import HISTORY_REFERENCE, check_outputs
+from ctxwarden.clip.render import from_exact
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import decode, text_of
 from ctxwarden.fold import is_summary
@@ -130,7 +131,12 @@ def _assert_checkpoint_keeps_everything(thread: list[BaseMessage], originals: di
     for call_id, original in originals.items():
         message = results[call_id]
         record = message.response_metadata.get(METADATA_KEY) or {}
-        if record.get("evicted"):
+        if record.get("raw_path"):  # rendered or made readable at arrival: the exact original is the raw file
+            assert record["raw_path"] in text_of(message) or record.get("evicted"), call_id
+            (raw,) = backend.download_files([record["raw_path"]])
+            assert raw.content is not None, call_id
+            assert from_exact(raw.content, record["raw_encoding"]) == original, call_id
+        elif record.get("evicted"):
             assert record["path"] in text_of(message)
             (stored,) = backend.download_files([record["path"]])
             assert stored.content is not None, call_id

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import tool
 
-from ctxwarden import DETERMINISTIC, create_context_agent
+from ctxwarden import DETERMINISTIC, ContextPolicy, create_context_agent
 from ctxwarden.fold import SECTIONS
 from ctxwarden.fold.summarize import is_fold_request
 from ctxwarden.replay import ScriptedChatModel, scripted_model
@@ -90,7 +90,8 @@ def _agent(state_dir: Path, kind: str) -> Any:
     summarizer = _summarizer() if kind == "model" else None if own else DETERMINISTIC
     make = SummarizingAgentModel if own else StreamingAgentModel
     model = make(messages=iter(_replies()), profile={"max_input_tokens": WINDOW}, name="agent-model")
-    return create_context_agent(model, [fetch], state_dir=state_dir, summarizer=summarizer)
+    policy = ContextPolicy(clear_call_text=False)  # each step's words stay in view: the window fills, folds free room
+    return create_context_agent(model, [fetch], state_dir=state_dir, summarizer=summarizer, policy=policy)
 
 
 def _streamed(chunks: list[tuple[Any, dict]]) -> dict[str, str]:

@@ -19,6 +19,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from ctxwarden.clip.names import shown_id
 from ctxwarden.clip.placeholders import RECALL_REFERENCE
 from ctxwarden.clip.recall import original_result
+from ctxwarden.clip.render import from_exact
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import decode, encode, text_of
 
@@ -75,10 +76,13 @@ def _histories(view: Sequence[BaseMessage], backend: Any) -> str:
 
 
 def _in_history(message: ToolMessage, original: str, histories: str, backend: Any) -> bool:
-    """A folded result: its full text is in the history file, or it was evicted and the file it names holds it."""
+    """A folded result: its full text is in the history file, or it was evicted (or rendered at arrival) and the file
+    it names holds it."""
     if original in histories:
         return True
     record = message.response_metadata.get(METADATA_KEY) or {}
+    if _raw_file_holds(record, histories, original, backend):
+        return True
     path = record.get("path")
     if record.get("evicted") and path and path in histories and backend is not None:
         (response,) = backend.download_files([path])
@@ -94,11 +98,25 @@ def _reachable(message: ToolMessage, call_id: str, original: str, thread: Sequen
     if refs & {call_id, shown_id(call_id)} and original_result(list(thread), call_id, backend) == original:
         return True
     record = message.response_metadata.get(METADATA_KEY) or {}
+    if _raw_file_holds(record, text, original, backend):
+        return True
     path = record.get("path")
     if path and path in text and backend is not None:
         (response,) = backend.download_files([path])
         return response.error is None and response.content is not None and decode(response.content) == original
     return False
+
+
+def _raw_file_holds(record: Mapping[str, Any], named_in: str, original: str, backend: Any) -> bool:
+    """An output rendered or made readable at arrival (`clip.render`): `named_in` names its raw file, and that file
+    gives back the exact original."""
+    path = record.get("raw_path")
+    if not path or path not in named_in or backend is None:
+        return False
+    (response,) = backend.download_files([path])
+    if response.error is not None or response.content is None:
+        return False
+    return from_exact(response.content, str(record.get("raw_encoding") or "strict")) == original
 
 
 __all__ = ["Recoverability", "check_outputs"]

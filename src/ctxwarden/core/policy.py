@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 from ctxwarden.errors import PolicyError
@@ -243,7 +242,7 @@ def _overrides(value: Mapping[str, bool | int]) -> Mapping[str, bool | int]:
                 f"gives {name!r} the setting {setting!r}",
                 "give each tool True (render), False (never render) or a tail cap in bytes >= 1",
             )
-    return MappingProxyType(dict(value))
+    return dict(value)  # a copy: a caller changing theirs later leaves the policy as it was
 
 
 def _fail(field_name: str, value: object, rule: str, fix: str) -> PolicyError:

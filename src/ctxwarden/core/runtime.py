@@ -10,6 +10,8 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
+from ctxwarden.errors import ThreadIdError
+
 _AGENT_TOOL: ContextVar[str | None] = ContextVar("ctxwarden_agent_tool", default=None)
 
 
@@ -62,8 +64,6 @@ def check_thread_id() -> None:
     """
     thread = step_context()[0]
     if thread is not None and not thread:
-        from ctxwarden.errors import ThreadIdError
-
         raise ThreadIdError(
             "thread_id '' names no thread: ctxwarden keeps each thread's evicted outputs and history in a folder "
             'named after it. Pass a non-empty id, e.g. config={"configurable": {"thread_id": "session-1"}}.'
