@@ -49,7 +49,7 @@ def convert(
             raise TrajectoryFormatError(f"{path}: is not an original SWE-agent .traj (no history and trajectory).")
         if len(sweagent_steps(data)) < min_steps:
             continue
-        messages = sweagent_messages(data, demo_in=demo_in, source=str(path))  # type: ignore[arg-type]
+        messages = sweagent_messages(data, demo_in=demo_in, source=str(path))
         target = out / f"{run}__{path.stem}.json"
         target.write_text(json.dumps({"messages": messages}), encoding="utf-8")
         written[run].append(target)

@@ -61,7 +61,7 @@ class _Peer(AgentMiddleware):
     def name(self) -> str:
         return "SummarizationMiddleware"
 
-    def view(self, request: ModelRequest) -> list[BaseMessage]:
+    def view(self, request: ModelRequest) -> list[Any]:
         raise NotImplementedError
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
@@ -109,21 +109,21 @@ class AnthropicClearing(_Peer):
         self.trigger, self.keep, self.clear_at_least = trigger, keep, clear_at_least
         self.exclude_tools, self.clear_tool_inputs = frozenset(exclude_tools), clear_tool_inputs
 
-    def view(self, request: ModelRequest) -> list[BaseMessage]:
-        messages = list(request.messages)
+    def view(self, request: ModelRequest) -> list[Any]:
+        messages: list[Any] = list(request.messages)
         if self.tokens(request, messages) <= self.trigger:
             return messages
         names = _tool_names(messages)
         results = [i for i, m in enumerate(messages) if isinstance(m, ToolMessage)]
         candidates = results[: max(0, len(results) - self.keep)]
-        chosen = [i for i in candidates if names.get(str(messages[i].tool_call_id)) not in self.exclude_tools]
+        chosen = [i for i in candidates if names.get(str(messages[i].tool_call_id), "") not in self.exclude_tools]
         if not chosen:
             return messages
         cleared_ids = {str(messages[i].tool_call_id) for i in chosen}
         edited = list(messages)
         for i in chosen:
             old = messages[i]
-            edited[i] = ToolMessage(CLEARED, tool_call_id=old.tool_call_id, name=old.name, id=old.id)  # type: ignore[attr-defined]
+            edited[i] = ToolMessage(CLEARED, tool_call_id=old.tool_call_id, name=old.name, id=old.id)
         if self.clear_tool_inputs:
             for i, m in enumerate(messages):
                 if isinstance(m, AIMessage) and any(str(c["id"]) in cleared_ids for c in m.tool_calls):
@@ -141,11 +141,11 @@ class AnthropicCompaction(_Peer):
         self.summary: str | None = None
         self.cut = 0
 
-    def _current(self, request: ModelRequest) -> list[BaseMessage]:
-        rest = list(request.messages[self.cut :])
+    def _current(self, request: ModelRequest) -> list[Any]:
+        rest: list[Any] = list(request.messages[self.cut :])
         return rest if self.summary is None else [HumanMessage(self.summary), *rest]
 
-    def view(self, request: ModelRequest) -> list[BaseMessage]:
+    def view(self, request: ModelRequest) -> list[Any]:
         current = self._current(request)
         if self.tokens(request, current) > self.trigger:
             self.summary = self.summarize(request, [*current, HumanMessage(SUMMARY_PROMPT)], with_tools=True)
@@ -177,18 +177,18 @@ class ObservationMasking(_Peer):
         self.forgotten = 0  # events after the first forgotten by the controller's truncation
         self.truncations = 0
 
-    def _masked(self, request: ModelRequest) -> list[BaseMessage]:
-        events = list(request.messages)
+    def _masked(self, request: ModelRequest) -> list[Any]:
+        events: list[Any] = list(request.messages)
         events = events[:1] + events[1 + self.forgotten :]
         last = len(events) - self.attention_window
         return [
-            ToolMessage(MASKED, tool_call_id=e.tool_call_id, name=e.name, id=e.id)  # type: ignore[attr-defined]
+            ToolMessage(MASKED, tool_call_id=e.tool_call_id, name=e.name, id=e.id)
             if isinstance(e, ToolMessage) and i < last
             else e
             for i, e in enumerate(events)
         ]
 
-    def view(self, request: ModelRequest) -> list[BaseMessage]:
+    def view(self, request: ModelRequest) -> list[Any]:
         events = self._masked(request)
         while self.tokens(request, events) > self.window and len(events) > 3:
             rest = list(request.messages)[1 + self.forgotten :]
@@ -207,15 +207,15 @@ class SummarizingCondenser(_Peer):
         self.summary: str | None = None
         self.forgotten_to = keep_first  # events before this index (after the head) are summarized
 
-    def _current(self, request: ModelRequest) -> list[BaseMessage]:
-        events = list(request.messages)
+    def _current(self, request: ModelRequest) -> list[Any]:
+        events: list[Any] = list(request.messages)
         head, rest = events[: self.keep_first], events[self.forgotten_to :]
         return head + ([HumanMessage(self.summary)] if self.summary is not None else []) + rest
 
-    def view(self, request: ModelRequest) -> list[BaseMessage]:
+    def view(self, request: ModelRequest) -> list[Any]:
         current = self._current(request)
         if len(current) > self.max_size or self.tokens(request, current) > self.window:
-            events = list(request.messages)
+            events: list[Any] = list(request.messages)
             from_tail = self.max_size // 2 - self.keep_first - 1
             start = _safe_cut(events, max(self.forgotten_to, len(events) - from_tail))
             forgotten = events[self.forgotten_to : start]
@@ -246,13 +246,13 @@ class CodexCompaction(_Peer):
         self.token_limit, self.user_budget = token_limit, user_budget
         self.state = _CodexState()
 
-    def _current(self, request: ModelRequest) -> list[BaseMessage]:
-        rest = list(request.messages[self.state.cut :])
+    def _current(self, request: ModelRequest) -> list[Any]:
+        rest: list[Any] = list(request.messages[self.state.cut :])
         if self.state.summary is None:
             return rest
         return [*(HumanMessage(u) for u in self.state.kept_users), HumanMessage(self.state.summary), *rest]
 
-    def view(self, request: ModelRequest) -> list[BaseMessage]:
+    def view(self, request: ModelRequest) -> list[Any]:
         current = self._current(request)
         if self.tokens(request, current) >= self.token_limit:
             system = [request.system_message] if request.system_message is not None else []

@@ -40,7 +40,7 @@ def is_openhands_events(data: Any) -> bool:
 
 def openhands_messages(data: Any, *, source: str = "<events>") -> list[dict[str, Any]]:
     """The OpenAI chat message list of one OpenHands event history."""
-    events: Sequence[Any] = data.get("history") if isinstance(data, dict) else data
+    events: Sequence[Any] = (data.get("history") if isinstance(data, dict) else data) or []
     outputs: dict[Any, str] = {}  # by the causing action's id
     for event in events:
         if "observation" in event and event.get("cause") is not None:
@@ -80,10 +80,10 @@ def openhands_messages(data: Any, *, source: str = "<events>") -> list[dict[str,
 
 def _call(event: Mapping[str, Any], kind: str, args: Mapping[str, Any], where: str) -> tuple[str, str, Any, Any]:
     """The function name, call id, arguments and model response id of an action."""
-    meta = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), dict) else {}
+    meta: dict[str, Any] = event.get("tool_call_metadata") or {}
     name = meta.get("function_name") or kind
     call_id = meta.get("tool_call_id") or f"event_{event.get('id')}"
-    response = meta.get("model_response") if isinstance(meta.get("model_response"), dict) else {}
+    response: dict[str, Any] = meta.get("model_response") or {}
     arguments: Any = None
     for choice in response.get("choices") or ():
         for call in (choice.get("message") or {}).get("tool_calls") or ():

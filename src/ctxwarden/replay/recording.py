@@ -99,9 +99,9 @@ def parse_recording(data: Any, *, source: str = "<recording>", demo_in: DemoPlac
     prompt) or `"user"` (before the task in the first user message); `info["demonstration"]` records the choice.
     """
     if is_sweagent_traj(data):
-        info = {"demonstration": {"in": demo_in, "chars": demonstration_chars(data)}}
-        messages = sweagent_messages(data, demo_in=demo_in, source=source)
-        return _from_messages(messages, source=source, info=info, instance_id=None)
+        demo = {"demonstration": {"in": demo_in, "chars": demonstration_chars(data)}}
+        converted = sweagent_messages(data, demo_in=demo_in, source=source)
+        return _from_messages(converted, source=source, info=demo, instance_id=None)
     if is_openhands_events(data):
         return _from_messages(openhands_messages(data, source=source), source=source, info={}, instance_id=None)
     if isinstance(data, list):
