@@ -68,7 +68,8 @@ def recall_markdown(results: Sequence[dict[str, Any]]) -> str:
 
 def recall_cost_plot(results: Sequence[dict[str, Any]], path: Path, title: str | None = None) -> None:
     """One panel per window: a point per strategy, cost against the baseline across, recall up, and the Pareto
-    front (the strategies no other is both cheaper and better than) joined by a line."""
+    front (the strategies that never overflow the window and that no other such is both cheaper and better than)
+    joined by a line."""
     figure = require("matplotlib.figure", "the recall-versus-cost chart").Figure
 
     relative = relative_costs(results)
@@ -90,8 +91,8 @@ def recall_cost_plot(results: Sequence[dict[str, Any]], path: Path, title: str |
             {
                 r["strategy"]: (relative[(r["strategy"], window)] or 0.0, r["recall"])
                 for r in results
-                if r["window"] == window and relative[(r["strategy"], window)] is not None
-            }
+                if r["window"] == window and relative[(r["strategy"], window)] is not None and not r["overflows"]
+            }  # a strategy whose calls overflow the window is not a choice, whatever its recall
         )
         line = sorted(
             (
