@@ -89,7 +89,18 @@ def test_one_run_writes_the_table_the_json_and_the_plot(tmp_path: Path, capsys: 
     )
     assert code == 0
     results = {r["strategy"]: r for r in json.loads(out_json.read_text())["results"]}
-    assert set(results) == {"none", "context-editing", "deepagents", "ctxwarden", "ctxwarden-cost-first"}
+    assert set(results) == {
+        "none",
+        "context-editing",
+        "anthropic-clearing",
+        "anthropic-compaction",
+        "openhands-masking",
+        "openhands-summarizing",
+        "codex",
+        "deepagents",
+        "ctxwarden",
+        "ctxwarden-cost-first",
+    }
     for result in results.values():
         assert result.keys() >= REQUIRED
         assert result["errors"] == []

@@ -6,7 +6,8 @@ own bookkeeping:
 
 - input tokens: messages (role, content, tool-call names and arguments) plus tool schemas;
 - cache-aware cost: the prefix a call shares with the previous one at 0.1, the rest at
-  1.0; and each summarizer request likewise, by the longest prefix it shares with a call
+  1.0 (and under the other price models of `ctxwarden.bench.prices`, from the same cached
+  and uncached token counts); and each summarizer request likewise, by the longest prefix it shares with a call
   made before it (the one it continues, whose answer it waited for), so a request that
   begins with a call's tools, system prompt and messages is billed mostly at 0.1, and a
   transcript prompt at 1.0;
@@ -51,6 +52,10 @@ class RunFigures:
     cache_cost_calls: float = 0.0
     summarizer_input_tokens: int = 0
     summarizer_cost: float = 0.0
+    cached_tokens: int = 0
+    """Input tokens (calls and summarizer requests) read from the cache: the shared prefixes."""
+    uncached_tokens: int = 0
+    """Input tokens (calls and summarizer requests) past the shared prefix: written to the cache."""
     folds: int = 0
     peak_fraction: float = 0.0
     visible_shares: list[float] = field(default_factory=list)
@@ -80,6 +85,8 @@ def figures(run: Replayed, meter: TokenMeter) -> RunFigures:
                 break
             shared += size
         out.cache_cost_calls += 0.1 * shared + (total - shared)
+        out.cached_tokens += shared
+        out.uncached_tokens += total - shared
         previous = keys
         out.calls += 1
         out.input_tokens += total
@@ -89,7 +96,10 @@ def figures(run: Replayed, meter: TokenMeter) -> RunFigures:
         out.visible_shares.append(_visible_share(raw, call.step, call.messages, meter))
         if index < len(run.step_ms):
             out.overheads_ms.append(max(0.0, run.step_ms[index] - call.model_ms))
-    out.summarizer_input_tokens, out.summarizer_cost = _summarizer_bill(run, meter)
+    out.summarizer_input_tokens, shared = _summarizer_bill(run, meter)
+    out.summarizer_cost = 0.1 * shared + (out.summarizer_input_tokens - shared)
+    out.cached_tokens += shared
+    out.uncached_tokens += out.summarizer_input_tokens - shared
     out.folds = len(run.summarizer_calls) or _ctxwarden_folds(run)
     out.recall = recall_counts(run.recording, ((c.step, c.messages) for c in run.calls), run.folds_at)
     if run.calls and run.error is None:
@@ -97,10 +107,10 @@ def figures(run: Replayed, meter: TokenMeter) -> RunFigures:
     return out
 
 
-def _summarizer_bill(run: Replayed, meter: TokenMeter) -> tuple[int, float]:
-    """The summarizer's input tokens and their cost: per request, the longest prefix it shares with a call made before
-    it at 0.1, the rest at 1.0."""
-    tokens, cost = 0, 0.0
+def _summarizer_bill(run: Replayed, meter: TokenMeter) -> tuple[int, int]:
+    """The summarizer's input tokens, and of them the cached ones: per request, the longest prefix it shares with a
+    call made before it."""
+    tokens, cached = 0, 0
     keys_of: dict[int, str] = {}  # by message object: the calls share most of theirs
 
     def key(message: BaseMessage) -> str:
@@ -115,8 +125,8 @@ def _summarizer_bill(run: Replayed, meter: TokenMeter) -> tuple[int, float]:
         made = len(run.calls) if asked.after_calls is None else int(asked.after_calls)
         shared = max((_shared(call, keys, sizes, key) for call in run.calls[:made]), default=0)
         tokens += sum(sizes)
-        cost += 0.1 * shared + (sum(sizes) - shared)
-    return tokens, cost
+        cached += shared
+    return tokens, cached
 
 
 def _shared(call: SeenCall, keys: Sequence[str], sizes: Sequence[int], key: Callable[[BaseMessage], str]) -> int:

@@ -1,7 +1,8 @@
 """`python -m ctxwarden.bench`: every strategy on every recorded session, side by side, in one run.
 
-    python -m ctxwarden.bench [PATH ...] [--windows 32000,128000] [--strategies a,b] \\
-        [--json results.json] [--markdown results.md] [--plot usage.png] [--no-overhead]
+    python -m ctxwarden.bench [PATH ...] [--windows 32000,128000] [--strategies a,b] [--demo-in system|user] \\
+        [--json results.json] [--markdown results.md] [--plot usage.png] [--recall-plot recall.png] \\
+        [--title NAME] [--no-overhead]
 
 PATH is a trajectory file or a folder of them (default: ../shared/trajectories beside
 the working directory, else the trajectory shipped with the package). Files that
@@ -25,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ctxwarden.bench.harness import replay
 from ctxwarden.bench.metrics import RunFigures, figures, median, percentile
 from ctxwarden.bench.overhead import run as run_overhead
+from ctxwarden.bench.prices import PRICE_MODELS
 from ctxwarden.bench.quality import recall_cost_plot, recall_markdown
 from ctxwarden.bench.recall import RecallCounts
 from ctxwarden.bench.strategies import STRATEGIES
@@ -32,6 +34,7 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.demo.run import default_trajectory
 from ctxwarden.errors import TrajectoryFormatError
 from ctxwarden.replay.recording import Recording, load_recording
+from ctxwarden.replay.sweagent import DemoPlace
 
 DEFAULT_WINDOWS = (32_000, 128_000)
 
@@ -59,6 +62,12 @@ class Aggregate:
             "input_tokens": sum(r.input_tokens for r in ok),
             "cache_cost": round(sum(r.cache_cost for r in ok)),
             "cache_cost_calls": round(sum(r.cache_cost_calls for r in ok)),
+            "cached_tokens": sum(r.cached_tokens for r in ok),
+            "uncached_tokens": sum(r.uncached_tokens for r in ok),
+            "costs": {
+                price.name: round(price.cost(sum(r.cached_tokens for r in ok), sum(r.uncached_tokens for r in ok)))
+                for price in PRICE_MODELS
+            },
             "peak_fraction": round(max((r.peak_fraction for r in ok), default=0.0), 4),
             "folds": sum(r.folds for r in ok),
             "summarizer_input_tokens": sum(r.summarizer_input_tokens for r in ok),
@@ -79,7 +88,7 @@ def find_trajectories(paths: Sequence[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*.json") if p.is_file()))
+            found.extend(sorted(p for p in path.rglob("*") if p.suffix in (".json", ".traj") and p.is_file()))
         else:
             found.append(path)
     return found
@@ -92,11 +101,11 @@ def default_paths() -> list[Path]:
     return [default_trajectory()]
 
 
-def load_all(paths: Sequence[Path], console: Console) -> list[Recording]:
+def load_all(paths: Sequence[Path], console: Console, demo_in: DemoPlace = "system") -> list[Recording]:
     recordings = []
     for path in find_trajectories(paths):
         try:
-            recordings.append(load_recording(path))
+            recordings.append(load_recording(path, demo_in=demo_in))
         except TrajectoryFormatError as exc:
             console.print(f"[yellow]skipped[/yellow] {exc}", highlight=False)
     return recordings
@@ -190,6 +199,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="PNG of input tokens per call (one trajectory, every strategy); beside it, <name>-recall.png: "
         "reference recall against cost, one panel per window",
     )
+    parser.add_argument(
+        "--recall-plot",
+        type=Path,
+        help="PNG of reference recall against cost (vs stock deepagents), one panel per window, every strategy",
+    )
+    parser.add_argument("--title", help="corpus name for the recall plot's panels")
+    parser.add_argument(
+        "--demo-in",
+        choices=("system", "user"),
+        default="system",
+        help="where an original SWE-agent .traj's demonstration goes",
+    )
     parser.add_argument("--no-overhead", action="store_true", help="skip the per-call overhead microbenchmark")
     args = parser.parse_args(argv)
     console = Console(stderr=True)
@@ -201,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         parser.error(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
-    recordings = load_all(args.paths or default_paths(), console)
+    recordings = load_all(args.paths or default_paths(), console, demo_in=args.demo_in)
     if not recordings:
         console.print("no trajectory could be read; nothing to run")
         return 2
@@ -221,7 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plot:
         longest = max(recordings, key=lambda r: len(r.steps))
         plot(per_run, longest.source, windows[0], args.plot)
-        recall_cost_plot(results, args.plot.with_name(f"{args.plot.stem}-recall{args.plot.suffix}"))
+        recall_cost_plot(results, args.plot.with_name(f"{args.plot.stem}-recall{args.plot.suffix}"), args.title)
+    if args.recall_plot:
+        recall_cost_plot(results, args.recall_plot, args.title)
     return 0
 
 

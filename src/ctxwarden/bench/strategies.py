@@ -6,7 +6,10 @@ slot (where deepagents puts its context management) and whether the filesystem
 middleware evicts large results:
 
 - `none`: no eviction, nothing in the slot;
-- `context-editing`: langchain's `ContextEditingMiddleware()` with its defaults, no eviction;
+- `context-editing`: langchain's `ContextEditingMiddleware` with `ClearToolUsesEdit(trigger=window // 2, keep=3)`
+  (its 100,000-token default is half of the 200,000-token window it was written for), no eviction;
+- the peers of `ctxwarden.bench.peers`, no eviction, each set as its docs recommend for the window:
+  `anthropic-clearing`, `anthropic-compaction`, `openhands-masking`, `openhands-summarizing`, `codex`;
 - `deepagents`: `create_deep_agent`'s defaults (eviction at 20,000 tokens, its summarization);
 - `ctxwarden` and `ctxwarden-cost-first`: `create_context_agent` with the default and cost-first policies.
 
@@ -28,7 +31,7 @@ from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
 from deepagents.middleware.filesystem import FilesystemMiddleware
 from deepagents.middleware.summarization import create_summarization_middleware
-from langchain.agents.middleware import ContextEditingMiddleware
+from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -36,6 +39,13 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import PrivateAttr
 
+from ctxwarden.bench.peers import (
+    AnthropicClearing,
+    AnthropicCompaction,
+    CodexCompaction,
+    ObservationMasking,
+    SummarizingCondenser,
+)
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.stack.build import create_context_agent
@@ -119,7 +129,7 @@ class _Passthrough(AgentMiddleware):
 
 
 class _SlotContextEditing(ContextEditingMiddleware):
-    """langchain's context editing, with its defaults, in the summarization slot."""
+    """langchain's context editing in the summarization slot."""
 
     @property
     def name(self) -> str:
@@ -151,10 +161,43 @@ def _context_editing(
     model: Any, tools: list[Any], folder: Path, summarizer: FixedSummarizer, window: int, system_prompt: str | None
 ) -> Any:
     backend = FilesystemBackend(root_dir=folder, virtual_mode=True)
-    middleware: list[Any] = [_no_eviction(backend), _SlotContextEditing()]
+    edit = ClearToolUsesEdit(trigger=window // 2, keep=3)
+    middleware: list[Any] = [_no_eviction(backend), _SlotContextEditing(edits=[edit])]
     return create_deep_agent(
         model, tools, system_prompt=system_prompt, backend=backend, middleware=middleware, checkpointer=InMemorySaver()
     )
+
+
+PEERS: dict[str, Callable[[int, FixedSummarizer], AgentMiddleware]] = {
+    # trigger: Anthropic's default 100,000 input tokens on a 200,000-token window is half of it; clear_at_least: the
+    # docs' example clears at least 5,000 of a 30,000 trigger (a sixth); keep 3, no exclusions, inputs kept: defaults
+    "anthropic-clearing": lambda w, s: AnthropicClearing(w, s, trigger=w // 2, keep=3, clear_at_least=w // 12),
+    # compaction's default trigger, 150,000 input tokens on a 200,000-token window, is three quarters of it
+    "anthropic-compaction": lambda w, s: AnthropicCompaction(w, s, trigger=w * 3 // 4),
+    # OpenHands' condenser configs: attention_window 100; keep_first 1, max_size 100 (events, whatever the window)
+    "openhands-masking": lambda w, s: ObservationMasking(w, s, attention_window=100),
+    "openhands-summarizing": lambda w, s: SummarizingCondenser(w, s, keep_first=1, max_size=100),
+    # Codex: auto-compaction at 90% of the context window; recent user messages kept up to 20,000 tokens
+    "codex": lambda w, s: CodexCompaction(w, s, token_limit=w * 9 // 10, user_budget=20_000),
+}
+
+
+def _peer(name: str) -> Callable[..., Any]:
+    def build(
+        model: Any, tools: list[Any], folder: Path, summarizer: FixedSummarizer, window: int, system_prompt: str | None
+    ) -> Any:
+        backend = FilesystemBackend(root_dir=folder, virtual_mode=True)
+        middleware: list[Any] = [_no_eviction(backend), PEERS[name](window, summarizer)]
+        return create_deep_agent(
+            model,
+            tools,
+            system_prompt=system_prompt,
+            backend=backend,
+            middleware=middleware,
+            checkpointer=InMemorySaver(),
+        )
+
+    return build
 
 
 def _deepagents(
@@ -191,6 +234,7 @@ def ctxwarden_builder(policy: ContextPolicy) -> Callable[..., Any]:
 STRATEGIES = {
     "none": Strategy("none", _none),
     "context-editing": Strategy("context-editing", _context_editing),
+    **{name: Strategy(name, _peer(name)) for name in PEERS},
     "deepagents": Strategy("deepagents", _deepagents),
     "ctxwarden": Strategy("ctxwarden", ctxwarden_builder(ContextPolicy())),
     "ctxwarden-cost-first": Strategy("ctxwarden-cost-first", ctxwarden_builder(ContextPolicy.cost_first())),
@@ -201,4 +245,12 @@ def fixed_summarizer() -> FixedSummarizer:
     return FixedSummarizer(counter=TokenMeter().counter, name="fixed-summarizer")
 
 
-__all__ = ["STRATEGIES", "SUMMARY_TOKENS", "FixedSummarizer", "Strategy", "ctxwarden_builder", "fixed_summarizer"]
+__all__ = [
+    "PEERS",
+    "STRATEGIES",
+    "SUMMARY_TOKENS",
+    "FixedSummarizer",
+    "Strategy",
+    "ctxwarden_builder",
+    "fixed_summarizer",
+]

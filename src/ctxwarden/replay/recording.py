@@ -1,8 +1,10 @@
 """Recorded agent sessions, loaded into one shape the replay model and tools can serve.
 
-Two formats: mini-swe-agent 1.1 trajectory files (`trajectory_format:
-"mini-swe-agent-1.1"`, see the shipped trajectory's credits) and plain OpenAI
-chat-completions message lists (a JSON list, or an object with a `messages` list).
+Four formats: mini-swe-agent 1.1 trajectory files (`trajectory_format:
+"mini-swe-agent-1.1"`, see the shipped trajectory's credits), plain OpenAI
+chat-completions message lists (a JSON list, or an object with a `messages` list),
+original SWE-agent `.traj` files (`ctxwarden.replay.sweagent`) and OpenHands event
+histories (`ctxwarden.replay.openhands`); the last two become message lists first.
 A recording is split into turns, one per user message, each with the assistant
 steps that answered it; tool outputs are kept by tool-call id, the full
 `extra.raw_output` when the recording has it. Anything malformed fails here, with
@@ -21,6 +23,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.messages.ai import InputTokenDetails, UsageMetadata
 
 from ctxwarden.errors import TrajectoryFormatError
+from ctxwarden.replay.openhands import is_openhands_events, openhands_messages
+from ctxwarden.replay.sweagent import DemoPlace, demonstration_chars, is_sweagent_traj, sweagent_messages
 
 MINI_SWE_FORMAT = "mini-swe-agent-1.1"
 
@@ -70,8 +74,8 @@ class Recording:
         return sum(len(text) for text in self.outputs.values())
 
 
-def load_recording(path: str | Path) -> Recording:
-    """Load a mini-swe-agent trajectory or an OpenAI message list from `path`."""
+def load_recording(path: str | Path, *, demo_in: DemoPlace = "system") -> Recording:
+    """Load a recorded session from `path` (any supported format); `demo_in` places a SWE-agent demonstration."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -85,11 +89,21 @@ def load_recording(path: str | Path) -> Recording:
         raise TrajectoryFormatError(
             f"{path}: is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})."
         ) from exc
-    return parse_recording(data, source=str(path))
+    return parse_recording(data, source=str(path), demo_in=demo_in)
 
 
-def parse_recording(data: Any, *, source: str = "<recording>") -> Recording:
-    """Build a `Recording` from already-decoded JSON (either supported format)."""
+def parse_recording(data: Any, *, source: str = "<recording>", demo_in: DemoPlace = "system") -> Recording:
+    """Build a `Recording` from already-decoded JSON (any supported format).
+
+    `demo_in` says where an original SWE-agent session's demonstration goes: `"system"` (appended to the system
+    prompt) or `"user"` (before the task in the first user message); `info["demonstration"]` records the choice.
+    """
+    if is_sweagent_traj(data):
+        demo = {"demonstration": {"in": demo_in, "chars": demonstration_chars(data)}}
+        converted = sweagent_messages(data, demo_in=demo_in, source=source)
+        return _from_messages(converted, source=source, info=demo, instance_id=None)
+    if is_openhands_events(data):
+        return _from_messages(openhands_messages(data, source=source), source=source, info={}, instance_id=None)
     if isinstance(data, list):
         return _from_messages(data, source=source, info={}, instance_id=None)
     if not isinstance(data, dict):
