@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
+
+import pytest
 
 from ctxwarden.clip import preview
 
@@ -127,3 +130,30 @@ def test_a_huge_output_keeps_its_middle_traceback_and_weighs_a_bounded_share_of_
     pool = preview_module._detail_pool(len(lines), preview_module.signal_candidates(lines))
     assert len(pool) <= preview_module.DETAIL_LINES + 5 * len(traceback)
     assert 100_000 in pool
+
+
+class _Searched:
+    """A pattern that notes the length of every text it is asked to search."""
+
+    def __init__(self, pattern: Any) -> None:
+        self.pattern = pattern
+        self.lengths: list[int] = []
+
+    def search(self, text: str) -> Any:
+        self.lengths.append(len(text))
+        return self.pattern.search(text)
+
+
+def test_a_line_too_long_to_show_is_never_searched_nor_weighed(monkeypatch: pytest.MonkeyPatch) -> None:
+    searched = _Searched(preview_module._ANY_SIGNAL)
+    monkeypatch.setattr(preview_module, "_ANY_SIGNAL", searched)
+    weighed: list[str] = []
+    choose = preview_module.choose_lines
+    monkeypatch.setattr(preview_module, "choose_lines", lambda lines, *a: weighed.extend(lines) or choose(lines, *a))
+    huge = "error: " + "x" * 2_000_000  # holds a signal word, and cannot be shown whole
+    lines = [*PASSING[:50], huge, "ValueError: bad", *PASSING[50:100]]
+    shown = preview("\n".join(lines), max_chars=4_000).text
+    assert "ValueError: bad" in shown  # the signal line that can be shown still is
+    assert huge not in shown
+    assert max(searched.lengths) <= preview_module.MAX_LINE_CHARS
+    assert max(map(len, weighed)) <= preview_module.MAX_LINE_CHARS

@@ -10,10 +10,13 @@ Omitted stretches are marked in place; the caller appends how to get everything 
 
 A tool can return tens of megabytes, and weighing each of a million lines in Python takes
 minutes. Signal lines are rare, so they are found block by block: a block of lines that
-holds none of the words every signal line holds (`SIGNAL_WORDS`, found by fast substring
-scans) is ruled out whole, and only the other blocks are read line by line. Beyond `DETAIL_LINES` lines, the pass that
-looks for new names and numbers weighs only the head, the tail and the lines around the
-signals, where an agent's next step looks too.
+holds none of the words every signal line holds (`SIGNAL_WORDS`, found by one RE2 scan of the
+block, an automaton that reads each character once) is ruled out whole, and only the other
+blocks are read line by line. A line longer than `MAX_LINE_CHARS` is never shown, so it is
+never searched or weighed either: one 20 MB line costs the preview its two ends, not a
+pattern search of 20 MB. Beyond `DETAIL_LINES` lines, the pass that looks for new names and
+numbers weighs only the head, the tail and the lines around the signals, where an agent's
+next step looks too.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import re2  # type: ignore[import-untyped]
 
 from ctxwarden.core.gist import ERROR, FAILING_TEST, GREP_LINE, SUMMARY, TRACEBACK_START, choose_lines, never_seen
 from ctxwarden.core.text import FAILURE
@@ -53,7 +58,15 @@ SIGNAL_WORDS = (
     *("error", "exception", "failure", "failed", "fail:", "warning", "interrupt", "command not found", "no such file"),
 )
 """Lower-case strings of which every line that a signal pattern matches holds one (the `\\n` ones at its start):
-a block of lines that holds none of them has no signal line, and a scan for each is fast."""
+a block of lines that holds none of them has no signal line."""
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.case_sensitive = False
+_ANY_WORD = re2.compile(
+    "|".join(re.escape(word).replace("\\\n", "\\n").replace("\\\t", "\\t") for word in SIGNAL_WORDS),
+    options=_RE2_OPTIONS,
+)
+"""Any of `SIGNAL_WORDS`, in any case: one linear scan of a block instead of a scan per word."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,21 +150,29 @@ def _select(lines: list[str], max_chars: int, head: int, tail: int) -> set[int]:
                 break
     # what budget is left goes to the lines with the most details not shown yet
     pool = _detail_pool(len(lines), signals)
-    rest = [lines[i] if i not in keep else "" for i in pool]
+    rest = [lines[i] if i not in keep and len(lines[i]) <= MAX_LINE_CHARS else "" for i in pool]
     for chosen in choose_lines(rest, budget // CHARS_PER_TOKEN, _chars_as_tokens, never_seen):
         take(pool[chosen])
     return keep
 
 
 def signal_candidates(lines: Sequence[str]) -> list[int]:
-    """Indexes of the lines that a signal pattern matches, in order; a block without a signal word is skipped whole."""
+    """Indexes of the lines of at most `MAX_LINE_CHARS` that a signal pattern matches, in order; a block without a
+    signal word is skipped whole."""
     found: list[int] = []
     for start in range(0, len(lines), SCAN_BLOCK_LINES):
-        block = lines[start : start + SCAN_BLOCK_LINES]
-        joined = "\n" + "\n".join(block).lower()
-        if any(word in joined for word in SIGNAL_WORDS):
-            found.extend(start + offset for offset, line in enumerate(block) if _ANY_SIGNAL.search(line))
+        block = [line if len(line) <= MAX_LINE_CHARS else "" for line in lines[start : start + SCAN_BLOCK_LINES]]
+        if _holds_signal_word("\n" + "\n".join(block)):
+            found.extend(start + offset for offset, line in enumerate(block) if line and _ANY_SIGNAL.search(line))
     return found
+
+
+def _holds_signal_word(joined: str) -> bool:
+    try:
+        return _ANY_WORD.search(joined) is not None
+    except UnicodeEncodeError:  # lone surrogates, which RE2 cannot read: a scan per word
+        folded = joined.lower()
+        return any(word in folded for word in SIGNAL_WORDS)
 
 
 def _detail_pool(total: int, signals: Sequence[int]) -> Sequence[int]:

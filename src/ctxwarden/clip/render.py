@@ -149,10 +149,12 @@ class Arrival:
             )
         elif surrogates:
             notes.append(f"this {tool} output holds bytes that are not valid UTF-8, shown as \\xNN")
-        raw_tokens = self.meter.message_tokens(message)
+        raw_tokens, counted = self.meter.estimate_tokens(message)  # only reported: the original leaves the view
+        about = "" if counted else "about "
         if rendered:
             notes.append(
-                f"shown as a terminal shows it ({raw_tokens:,} tokens raw: frames collapsed, colour codes dropped)"
+                f"shown as a terminal shows it ({about}{raw_tokens:,} tokens raw: frames collapsed, colour codes "
+                "dropped)"
             )
         if scheme == "strict":
             where = f'raw: read_file(file_path="{raw_path}") or {recall_raw}'
@@ -175,12 +177,13 @@ class Arrival:
                 "response_metadata": {**message.response_metadata, METADATA_KEY: record},
             }
         )
-        tokens = self.meter.message_tokens(arrived)
+        tokens, _counted = self.meter.estimate_tokens(arrived)  # eviction counts it whole if it stays in view
         event = {
             "tool": tool,
             "raw_path": raw_path,
             "raw_bytes": len(data),
             "raw_tokens": raw_tokens,
+            **({} if counted else {"raw_tokens_estimated": True}),
             "tokens": tokens,
             "freed": max(0, raw_tokens - tokens),
             "rendered": rendered,
