@@ -6,21 +6,23 @@ the summary line of a test session. A preview keeps the head and the tail, then
 spends what budget is left on lines that carry the signal, in order of value:
 summary lines, traceback blocks, error lines, failing test names. Output that looks
 like grep (`path:line:match`) is summarized per file instead, with exact counts.
-Omitted stretches are marked in place; the caller appends how to get everything back.
+Omitted stretches are marked in place; the caller appends how to get everything back. A first
+or last line too long to show whole (a binary blob, minified JSON) shows its two ends.
 
 A tool can return tens of megabytes, and weighing each of a million lines in Python takes
-minutes. Signal lines are rare, so they are found block by block: a block of lines that
-holds none of the words every signal line holds (`SIGNAL_WORDS`, found by one RE2 scan of the
-block, an automaton that reads each character once) is ruled out whole, and only the other
-blocks are read line by line. A line longer than `MAX_LINE_CHARS` is never shown, so it is
-never searched or weighed either: one 20 MB line costs the preview its two ends, not a
-pattern search of 20 MB. Beyond `DETAIL_LINES` lines, the pass that looks for new names and
-numbers weighs only the head, the tail and the lines around the signals, where an agent's
-next step looks too.
+minutes. Signal lines are rare, so they are found block by block: one RE2 scan of a block
+(an automaton that reads each character once) finds the words every signal line holds
+(`SIGNAL_WORDS`), and only the lines it finds one on are searched with the signal patterns.
+A line longer than `MAX_LINE_CHARS` is never shown, so it is never searched or weighed
+either: one 20 MB line costs the preview its two ends, not a pattern search of 20 MB.
+Beyond `DETAIL_LINES` lines, the pass that looks for new names and numbers weighs only the
+head, the tail and the lines around the signals, where an agent's next step looks too.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -63,10 +65,16 @@ a block of lines that holds none of them has no signal line."""
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.case_sensitive = False
 _ANY_WORD = re2.compile(
-    "|".join(re.escape(word).replace("\\\n", "\\n").replace("\\\t", "\\t") for word in SIGNAL_WORDS),
+    "|".join(
+        [
+            r"\n\p{Nd}+ passed",  # the one signal line a digit starts without a signal word: `3 passed`
+            *(re.escape(word).replace("\\\t", "\\t") for word in SIGNAL_WORDS if not word[1:].isdigit()),
+        ]
+    ).replace("\\\n", "\\n"),
     options=_RE2_OPTIONS,
 )
-"""Any of `SIGNAL_WORDS`, in any case: one linear scan of a block instead of a scan per word."""
+"""Any of `SIGNAL_WORDS`, in any case, a line's first digits only when `passed` follows them: one linear scan of a
+block instead of a scan per word."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,14 +99,21 @@ def preview(text: str, *, max_chars: int = 4_000, head: int = 12, tail: int = 12
         return _cut_ends(lines, len(text), max_chars)
     out: list[str] = []
     previous = -1
-    for index in sorted(keep):
+    long_ends = {i for i in (0, len(lines) - 1) if len(lines[i]) > MAX_LINE_CHARS}  # shown cut, not left out
+    for index in sorted(keep | long_ends):
         if index != previous + 1:
             out.append(f"… [{index - previous - 1:,} lines omitted] …")
-        out.append(lines[index])
+        line = lines[index]
+        out.append(line if index in keep else _cut_line(line, max_chars // 8))
         previous = index
     if previous < len(lines) - 1:
         out.append(f"… [{len(lines) - 1 - previous:,} lines omitted] …")
     return Preview("\n".join(out), len(keep), len(lines), len(text))
+
+
+def _cut_line(line: str, part: int) -> str:
+    """The first and last `part` characters of a line too long to show, saying how much of it is left out."""
+    return f"{line[:part]} … [{len(line) - 2 * part:,} chars of this {len(line):,}-char line omitted] … {line[-part:]}"
 
 
 def _cut_ends(lines: list[str], total_chars: int, max_chars: int) -> Preview:
@@ -162,17 +177,24 @@ def signal_candidates(lines: Sequence[str]) -> list[int]:
     found: list[int] = []
     for start in range(0, len(lines), SCAN_BLOCK_LINES):
         block = [line if len(line) <= MAX_LINE_CHARS else "" for line in lines[start : start + SCAN_BLOCK_LINES]]
-        if _holds_signal_word("\n" + "\n".join(block)):
-            found.extend(start + offset for offset, line in enumerate(block) if line and _ANY_SIGNAL.search(line))
+        for offset in _lines_with_signal_words(block):
+            if _ANY_SIGNAL.search(block[offset]):
+                found.append(start + offset)
     return found
 
 
-def _holds_signal_word(joined: str) -> bool:
+def _lines_with_signal_words(block: list[str]) -> list[int]:
+    """Indexes of the lines of `block` that hold a signal word, in order: one RE2 scan of the block, whose hits are
+    placed on their lines; or, for text RE2 cannot read (lone surrogates), a scan per word of each line."""
+    joined = "\n" + "\n".join(block)
     try:
-        return _ANY_WORD.search(joined) is not None
-    except UnicodeEncodeError:  # lone surrogates, which RE2 cannot read: a scan per word
-        folded = joined.lower()
-        return any(word in folded for word in SIGNAL_WORDS)
+        ends = [match.end() for match in _ANY_WORD.finditer(joined)]
+    except UnicodeEncodeError:
+        return [i for i, line in enumerate(block) if any(word in f"\n{line}".lower() for word in SIGNAL_WORDS)]
+    if not ends:
+        return []
+    starts = list(itertools.accumulate((len(line) + 1 for line in block), initial=1))  # where each line begins
+    return sorted({bisect.bisect_right(starts, end - 1) - 1 for end in ends})  # a hit's last character is its line's
 
 
 def _detail_pool(total: int, signals: Sequence[int]) -> Sequence[int]:
