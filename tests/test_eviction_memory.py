@@ -111,3 +111,20 @@ def test_an_estimate_too_close_to_the_threshold_to_decide_is_replaced_by_the_exa
     assert record["tokens"] == exact
     assert "tokens_estimated" not in record
     assert f"evicted bash output of {exact:,} tokens" in str(kept.content)
+
+
+def test_millions_of_short_lines_are_evicted_within_twice_their_size_beyond_themselves(tmp_path: Path) -> None:
+    core = _core(tmp_path)
+    text = "".join(f"{i}\n" for i in range(SIZE // 7))  # about 600,000 lines of six or seven characters
+    output = ToolMessage(text, tool_call_id="big", name="bash", id="t-big")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        kept = core.wrap_tool_call(_request("big"), lambda _request: output)
+        peak = tracemalloc.get_traced_memory()[1] - start
+    finally:
+        tracemalloc.stop()
+    assert isinstance(kept, ToolMessage)
+    assert f"{text.count(chr(10)):,} lines" in str(kept.content)
+    assert peak < 2 * len(text), f"evicting took {peak / len(text):.1f}x the output's size on top of it"

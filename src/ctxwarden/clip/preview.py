@@ -10,13 +10,15 @@ Omitted stretches are marked in place; the caller appends how to get everything 
 or last line too long to show whole (a binary blob, minified JSON) shows its two ends.
 
 A tool can return tens of megabytes, and weighing each of a million lines in Python takes
-minutes. Signal lines are rare, so they are found block by block: one RE2 scan of a block
-(an automaton that reads each character once) finds the words every signal line holds
-(`SIGNAL_WORDS`), and only the lines it finds one on are searched with the signal patterns.
-A line longer than `MAX_LINE_CHARS` is never shown, so it is never searched or weighed
-either: one 20 MB line costs the preview its two ends, not a pattern search of 20 MB.
-Beyond `DETAIL_LINES` lines, the pass that looks for new names and numbers weighs only the
-head, the tail and the lines around the signals, where an agent's next step looks too.
+minutes, and a list of a million short lines costs ten times their size: lines are split a
+chunk at a time (`core.text.TextLines`), and only the chunks read. Signal lines are rare, so
+they are found block by block: one RE2 scan of a block (an automaton that reads each character
+once) finds the words every signal line holds (`SIGNAL_WORDS`), and only the lines it finds
+one on are searched with the signal patterns. A line longer than `MAX_LINE_CHARS` is never
+shown, so it is never searched or weighed either: one 20 MB line costs the preview its two
+ends, not a pattern search of 20 MB. Beyond `DETAIL_LINES` lines, the pass that looks for new
+names and numbers weighs only the head, the tail and the lines around the signals, where an
+agent's next step looks too.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 import re2  # type: ignore[import-untyped]
 
 from ctxwarden.core.gist import ERROR, FAILING_TEST, GREP_LINE, SUMMARY, TRACEBACK_START, choose_lines, never_seen
-from ctxwarden.core.text import FAILURE
+from ctxwarden.core.text import FAILURE, TextLines
 
 MAX_LINE_CHARS = 1_000
 """Longer lines are left out of the preview, never cut (the file keeps them whole)."""
@@ -89,7 +91,7 @@ class Preview:
 
 def preview(text: str, *, max_chars: int = 4_000, head: int = 12, tail: int = 12) -> Preview:
     """A preview of `text` of at most about `max_chars` characters (plus omission markers)."""
-    lines = text.splitlines()
+    lines = TextLines(text)  # split a chunk at a time: a list of millions of short lines is ten times their size
     if len(text) <= max_chars:
         return Preview(text, len(lines), len(lines), len(text))
     if _looks_like_grep(lines):
@@ -116,7 +118,7 @@ def _cut_line(line: str, part: int) -> str:
     return f"{line[:part]} … [{len(line) - 2 * part:,} chars of this {len(line):,}-char line omitted] … {line[-part:]}"
 
 
-def _cut_ends(lines: list[str], total_chars: int, max_chars: int) -> Preview:
+def _cut_ends(lines: Sequence[str], total_chars: int, max_chars: int) -> Preview:
     """The start of the first line and the end of the last, each cut where it says how much of it is left out."""
     first, last = lines[0], lines[-1]
     if len(lines) == 1:
@@ -133,7 +135,7 @@ def _cut_ends(lines: list[str], total_chars: int, max_chars: int) -> Preview:
     return Preview(shown, 0, len(lines), total_chars)
 
 
-def _select(lines: list[str], max_chars: int, head: int, tail: int) -> set[int]:
+def _select(lines: Sequence[str], max_chars: int, head: int, tail: int) -> set[int]:
     """Head and tail, then signal lines by value, while the budget lasts."""
     keep: set[int] = set()
     budget = max_chars
@@ -212,7 +214,7 @@ def _chars_as_tokens(line: str) -> int:
     return len(line) // CHARS_PER_TOKEN + 1
 
 
-def _signal_groups(lines: list[str], signals: Sequence[int]) -> list[list[int]]:
+def _signal_groups(lines: Sequence[str], signals: Sequence[int]) -> list[list[int]]:
     """Indexes worth keeping, most valuable first: summaries, tracebacks, failing tests, errors."""
     summaries = [[i] for i in signals if SUMMARY.search(lines[i])]
     tracebacks = []
@@ -229,29 +231,33 @@ def _signal_groups(lines: list[str], signals: Sequence[int]) -> list[list[int]]:
     return summaries + tracebacks[::-1] + failing + errors[::-1]
 
 
-def _looks_like_grep(lines: list[str]) -> bool:
+def _looks_like_grep(lines: Sequence[str]) -> bool:
     sample = [line for line in lines[:200] if line.strip()]
     return len(sample) >= 5 and sum(1 for line in sample if GREP_LINE.match(line)) >= 0.8 * len(sample)
 
 
-def _grep_preview(lines: list[str], total_chars: int, max_chars: int, per_file: int = 2) -> Preview:
+def _grep_preview(lines: Sequence[str], total_chars: int, max_chars: int, per_file: int = 2) -> Preview:
     """Every file with its exact match count and its first matches."""
-    files: OrderedDict[str, list[str]] = OrderedDict()
+    files: OrderedDict[str, tuple[list[str], list[int]]] = OrderedDict()  # first matches, and how many in all
     other = 0
     for line in lines:
         match = GREP_LINE.match(line)
         if match is None:
             other += 1
             continue
-        files.setdefault(match.group("path"), []).append(line)
-    total = sum(len(found) for found in files.values())
+        first, count = files.setdefault(match.group("path"), ([], [0]))
+        count[0] += 1
+        if len(first) < per_file:
+            first.append(line)
+    counts = {path: count[0] for path, (_first, count) in files.items()}
+    total = sum(counts.values())
     out = [f"{total:,} matching lines in {len(files):,} files"]
     budget = max_chars - len(out[0])
     shown = 0
     listed = 0
-    for path, found in files.items():
-        entry = [f"{path}: {len(found):,} match{'es' if len(found) != 1 else ''}"]
-        entry += [f"  {line}" for line in found[:per_file] if len(line) <= MAX_LINE_CHARS]
+    for path, (found, _count) in files.items():
+        entry = [f"{path}: {counts[path]:,} match{'es' if counts[path] != 1 else ''}"]
+        entry += [f"  {line}" for line in found if len(line) <= MAX_LINE_CHARS]
         cost = sum(len(line) + 1 for line in entry)
         if cost > budget:
             break
@@ -260,8 +266,8 @@ def _grep_preview(lines: list[str], total_chars: int, max_chars: int, per_file: 
         shown += len(entry) - 1
         listed += 1
     if listed < len(files):
-        rest = list(files.items())[listed:]
-        names = ", ".join(f"{path} ({len(found)})" for path, found in rest)
+        rest = list(counts.items())[listed:]
+        names = ", ".join(f"{path} ({count})" for path, count in rest)
         summary = f"… and {len(rest):,} more files: {names}"
         out.append(summary if len(summary) <= max(200, budget) else summary[: max(200, budget)] + " …")
     if other:
