@@ -128,3 +128,19 @@ def test_millions_of_short_lines_are_evicted_within_twice_their_size_beyond_them
     assert isinstance(kept, ToolMessage)
     assert f"{text.count(chr(10)):,} lines" in str(kept.content)
     assert peak < 2 * len(text), f"evicting took {peak / len(text):.1f}x the output's size on top of it"
+
+
+def test_a_huge_text_block_is_estimated_and_a_short_message_counted_exactly_with_its_caches() -> None:
+    counter = _Tokenized()
+    meter = TokenMeter(counter)
+    big = log_output(SIZE)
+    blocks = ToolMessage([{"type": "text", "text": big}, {"type": "text", "text": "tail"}], tool_call_id="b")
+    tokens, exact = meter.estimate_tokens(blocks)
+    assert exact is False
+    assert max(counter.lengths) <= EXACT_UP_TO_CHARS
+    assert abs(tokens - TokenMeter(counter.inner).message_tokens(blocks)) < tokens * 0.05
+    short = ToolMessage("3 passed in 0.1s", tool_call_id="s")
+    assert meter.estimate_tokens(short) == (meter.message_tokens(short), True)
+    counted = len(counter.lengths)
+    assert meter.message_tokens(ToolMessage("3 passed in 0.1s", tool_call_id="s")) == meter.message_tokens(short)
+    assert len(counter.lengths) == counted  # the content cache knew it: counted once, as message_tokens would

@@ -41,6 +41,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from ctxwarden.core.caches import BoundedDict, ObjectCache
 from ctxwarden.core.counters import (
+    EXACT_UP_TO_CHARS,
     OFFLINE_ENCODING,
     TOKENIZER_ENV,
     ApproximateCounter,
@@ -146,12 +147,12 @@ class TokenMeter:
         """`(tokens, exact)` of a message without tool calls: its count when known (cached or carried) or its text
         short, else an estimate from samples of its text (`core.counters.sampled_count`), neither counted whole nor
         cached. For an output that arrives huge and leaves the view at once, whose count is only reported."""
+        if _text_chars(message.content) <= EXACT_UP_TO_CHARS or getattr(message, "tool_calls", None):
+            return self.message_tokens(message), True  # what every message but a huge one takes, caches and all
         known = self._by_object.get(message)
         if known is not None:
             return known, True
-        if (self.count_key is not None and carried(message, self.count_key) is not None) or getattr(
-            message, "tool_calls", None
-        ):
+        if self.count_key is not None and carried(message, self.count_key) is not None:
             return self.message_tokens(message), True
         exact = True
 
@@ -333,6 +334,14 @@ _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _text_chars(content: str | list[Any]) -> int:
+    """Characters of a message's text (its string, or its text blocks), without copying any."""
+    if isinstance(content, str):
+        return len(content)
+    sizes = (b if isinstance(b, str) else b.get("text", "") if isinstance(b, dict) else "" for b in content)
+    return sum(len(size) if isinstance(size, str) else 0 for size in sizes)
 
 
 def _content_key(message: BaseMessage) -> tuple[Any, ...]:
