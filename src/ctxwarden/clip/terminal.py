@@ -18,13 +18,17 @@ one a terminal cannot tell apart:
   frames before the last erase of the line are invisible, as is a plain frame that a later
   plain frame covers; the frames left are overlaid directly when they hold only
   one-cell characters, and drawn on a one-row pyte screen otherwise;
-- lines that move the cursor up or down, or place it, are drawn on a pyte screen of the
-  height the program assumed, together with the lines around them that such moves can reach
-  (one screen height either side); lines that scroll off its top are what the terminal's
-  scrollback keeps. `SCREEN_BUDGET_CHARS` bounds what one output sends there; lines beyond it
-  are rendered line by line, and the result counts them (`approximate_lines`).
+- lines that move the cursor up or down, or place it, are drawn on a screen of the height the
+  program assumed, together with the lines around them that such moves can reach (one screen
+  height either side); lines that scroll off its top are what the terminal's scrollback keeps.
+  When they hold only one-cell text, `\r`, `\n`, cursor up and down and line erases (what
+  multi-bar progress displays write), `_fast_screen` draws them by pyte's rules a text run at a
+  time, exactly and whatever their size; otherwise pyte does.
 
-Width is unbounded: a line is never wrapped, as a log shows it.
+`SCREEN_BUDGET_CHARS` bounds what pyte draws of one output, one-row lines included; lines beyond
+it are rendered line by line with their escape codes stripped, and the result counts them
+(`approximate_lines`). A sequence pyte fails on leaves its line to the same treatment: the
+output always arrives. Width is unbounded: a line is never wrapped, as a log shows it.
 """
 
 from __future__ import annotations
