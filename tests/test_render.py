@@ -228,3 +228,9 @@ def test_the_emulator_draws_a_bounded_share_of_an_output_whatever_its_lines(monk
     assert rendered.approximate_lines > 0
     last = render(line).text
     assert rendered.text.split("\n")[-1] == last.strip()  # past the budget: the last frame, its cursor moves left out
+
+
+def test_a_line_pyte_fails_on_is_counted_as_approximate() -> None:
+    rendered = render("ok\n\x1b[²mfar\x1b[3D digits\rFAR\n")
+    assert rendered.approximate_lines == 1
+    assert rendered.text.split("\n")[0] == "ok"

@@ -103,7 +103,8 @@ class Rendered:
     screen_lines: int
     """Input lines drawn on the full screen emulator (they move the cursor between rows, or are near one that does)."""
     approximate_lines: int
-    """Lines that moved the cursor between rows but, past `SCREEN_BUDGET_CHARS`, were rendered line by line."""
+    """Lines rendered with their escape codes stripped instead of by the emulator: past `SCREEN_BUDGET_CHARS`, or
+    holding a sequence pyte fails on (each line that moved the cursor between rows, or needed a one-row screen)."""
 
 
 def needs_rendering(text: str) -> bool:
@@ -195,11 +196,14 @@ class _Run:
         if all("\x1b" not in f and "\b" not in f and not _NOT_ONE_CELL.search(f) for f in kept):
             return _overlay(kept)
         data = "\r".join(kept)
-        if len(data) > self.budget:
+        shown = None
+        if len(data) <= self.budget:
+            self.budget -= len(data)
+            shown = _one_row(data)
+        if shown is None:
             self.approximate += 1
             return _overlay(_ANY_ESCAPE.sub("", data).split("\r"))
-        self.budget -= len(data)
-        return _one_row(data)
+        return shown
 
     def screen(self, lines: list[str], rows: int, vertical: int) -> list[str]:
         """`lines` drawn on a screen `rows` high: what scrolled off its top, then what it shows at the end; exactly
@@ -227,13 +231,13 @@ def _overlay(frames: list[str]) -> str:
     return shown.rstrip()
 
 
-def _one_row(data: str) -> str:
-    """`data` drawn on a one-row pyte screen wide enough that nothing wraps."""
+def _one_row(data: str) -> str | None:
+    """`data` drawn on a one-row pyte screen wide enough that nothing wraps; `None` if pyte cannot read it."""
     jumps = [int(n) for n in _NUMBERS.findall(data)]
     columns = len(data) + 1 + min(MAX_COLUMN_JUMP, max(jumps, default=0))
     screen = _Screen(columns, 1)
     if not _feed(screen, data):
-        return _overlay(_ANY_ESCAPE.sub("", data).split("\r"))
+        return None
     return "\n".join([*screen.gone, _row_text(screen.buffer[0])])
 
 
