@@ -182,7 +182,7 @@ def test_a_preview_never_holds_every_line_of_a_huge_output(monkeypatch: pytest.M
     chunk = TextLines._chunk
 
     def splitting(self: TextLines, index: int) -> list[str]:
-        if self._cached[0] != index:  # not the chunk held: split
+        if index not in self._cached:  # not a chunk held: split
             split.append(index)
         return chunk(self, index)
 

@@ -85,10 +85,13 @@ def returned_bytes(text: str) -> bytes | None:
     """
     if len(text) < 3 or text[0] != "b" or text[1] not in "'\"" or text[-1] != text[1] or not text.isascii():
         return None
+    body = text[2:-1].encode("ascii")
     try:
-        value = codecs.escape_decode(text[2:-1].encode("ascii"))[0]
+        value = codecs.escape_decode(body)[0]
     except (ValueError, UnicodeError):
         return None
+    if text[1] == "'":  # the C codec writes what `repr` writes between single quotes, without a str of it
+        return value if codecs.escape_encode(value)[0] == body else None
     return value if repr(value) == text else None
 
 
@@ -130,7 +133,8 @@ class Arrival:
         raw_path = path + RAW_SUFFIX
         if returned is not None:
             data, scheme = returned, "bytes"
-            shown = readable(data)
+            # binary bytes show as Python writes them, which between single quotes is what arrived
+            shown = text[2:-1] if text[1] == "'" and b"\x00" in data else readable(data)
         elif surrogates:
             data, scheme = exact_bytes(text)
             shown = readable(data)

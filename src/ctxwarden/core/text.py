@@ -89,8 +89,9 @@ class TextLines(Sequence[str]):
     A list of a text's lines costs about 60 bytes a line on top of the text: 20 MB of short lines
     would need ten times their size. This sequence keeps where each chunk of about `CHUNK_CHARS`
     characters begins and how many lines it holds (found by counting line breaks, in C), and splits
-    only the chunk a line is read from, keeping the last one split: reading lines in order splits
-    each chunk once, and memory stays a few chunks above the text, whatever its number of lines.
+    only the chunk a line is read from, keeping the last two split: reading lines in order (or
+    going back and forth between a first and a last line) splits each chunk once, and memory stays
+    a few chunks above the text, whatever its number of lines.
     """
 
     __slots__ = ("_cached", "_chunk_chars", "_firsts", "_starts", "text", "total")
@@ -100,7 +101,7 @@ class TextLines(Sequence[str]):
         self._chunk_chars = chunk_chars
         self._starts: list[int] = []  # where each chunk begins in `text`
         self._firsts: list[int] = []  # the index of each chunk's first line
-        self._cached: tuple[int, list[str]] = (-1, [])
+        self._cached: dict[int, list[str]] = {}  # the two chunks split last (a preview goes back and forth)
         position = total = 0
         while position < len(text):
             found = _LINE_BREAK.search(text, min(len(text), position + chunk_chars))
@@ -150,10 +151,14 @@ class TextLines(Sequence[str]):
             yield from self._chunk(chunk)
 
     def _chunk(self, chunk: int) -> list[str]:
-        if self._cached[0] != chunk:
+        lines = self._cached.get(chunk)
+        if lines is None:
             end = self._starts[chunk + 1] if chunk + 1 < len(self._starts) else len(self.text)
-            self._cached = (chunk, self.text[self._starts[chunk] : end].splitlines())
-        return self._cached[1]
+            lines = self.text[self._starts[chunk] : end].splitlines()
+            if len(self._cached) >= 2:
+                del self._cached[next(iter(self._cached))]
+            self._cached[chunk] = lines
+        return lines
 
 
 def error_line(text: str) -> str | None:
