@@ -98,3 +98,18 @@ def test_a_huge_single_line_output_gets_a_preview_of_its_ends(tmp_path: Path) ->
     assert "chars of this 20,000,014-char line omitted" in shown
     assert _pointers_open(backend, shown)
     assert lookup_result(messages, "c1", backend) == (line, None)
+
+
+def test_binary_bytes_are_shown_as_python_writes_them_by_their_ends_and_never_rendered(tmp_path: Path) -> None:
+    core, backend = _setup(tmp_path)
+    noise = bytes(range(256)) * 8_000  # every byte, escapes and carriage returns among them: 2 MB
+    payload = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + noise + b"\x00\x00IEND\xaeB`\x82"
+    messages, out = _arrive(core, ToolMessage(repr(payload), tool_call_id="c1", name="bash", id="t1"))
+    shown = str(out.content)
+    assert shown.startswith("\\x89PNG\\r\\n\\x1a\\n\\x00\\x00\\x00\\rIHDR")  # its head, as Python writes bytes
+    assert "IEND\\xaeB`\\x82" in shown.split("\n")[-3]  # and its tail, on the line the note follows
+    record = out.response_metadata[METADATA_KEY]
+    assert record["evicted"] is True
+    assert record["rendered"] is False  # bytes of a file are not a terminal's output
+    assert (tmp_path / record["raw_path"].lstrip("/")).read_bytes() == payload
+    assert lookup_result(messages, "c1", backend, raw=True) == (repr(payload), None)

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxwarden.clip import preview
+from ctxwarden.core.text import TextLines
 
 preview_module = importlib.import_module("ctxwarden.clip.preview")  # the package exports the function by this name
 
@@ -127,3 +133,63 @@ def test_a_huge_output_keeps_its_middle_traceback_and_weighs_a_bounded_share_of_
     pool = preview_module._detail_pool(len(lines), preview_module.signal_candidates(lines))
     assert len(pool) <= preview_module.DETAIL_LINES + 5 * len(traceback)
     assert 100_000 in pool
+
+
+class _Searched:
+    """A pattern that notes the length of every text it is asked to search."""
+
+    def __init__(self, pattern: Any) -> None:
+        self.pattern = pattern
+        self.lengths: list[int] = []
+
+    def search(self, text: str) -> Any:
+        self.lengths.append(len(text))
+        return self.pattern.search(text)
+
+
+def test_a_line_too_long_to_show_is_never_searched_nor_weighed(monkeypatch: pytest.MonkeyPatch) -> None:
+    searched = _Searched(preview_module._ANY_SIGNAL)
+    monkeypatch.setattr(preview_module, "_ANY_SIGNAL", searched)
+    weighed: list[str] = []
+    choose = preview_module.choose_lines
+    monkeypatch.setattr(preview_module, "choose_lines", lambda lines, *a: weighed.extend(lines) or choose(lines, *a))
+    huge = "error: " + "x" * 2_000_000  # holds a signal word, and cannot be shown whole
+    lines = [*PASSING[:50], huge, "ValueError: bad", *PASSING[50:100]]
+    shown = preview("\n".join(lines), max_chars=4_000).text
+    assert "ValueError: bad" in shown  # the signal line that can be shown still is
+    assert huge not in shown
+    assert max(searched.lengths) <= preview_module.MAX_LINE_CHARS
+    assert max(map(len, weighed)) <= preview_module.MAX_LINE_CHARS
+
+
+_PIECES = st.sampled_from(["a", "bc", "é", "\n", "\r", "\r\n", "\x0b", "\x85", "\u2028", "\n\n", "xyz"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=60), st.integers(1, 12), st.integers(0, 70), st.integers(0, 70))
+def test_text_lines_are_the_lines_splitlines_gives(pieces: list[str], chunk: int, start: int, stop: int) -> None:
+    text = "".join(pieces)
+    lines = TextLines(text, chunk_chars=chunk)
+    expected = text.splitlines()
+    assert len(lines) == len(expected)
+    assert list(lines) == expected
+    assert [lines[i] for i in range(-len(expected), len(expected))] == expected + expected
+    assert lines[start:stop] == expected[start:stop]
+
+
+def test_a_preview_never_holds_every_line_of_a_huge_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    split: list[int] = []
+    chunk = TextLines._chunk
+
+    def splitting(self: TextLines, index: int) -> list[str]:
+        if index not in self._cached:  # not a chunk held: split
+            split.append(index)
+        return chunk(self, index)
+
+    monkeypatch.setattr(TextLines, "_chunk", splitting)
+    lines = [f"step {i}" for i in range(400_000)]
+    lines[200_000] = "ValueError: bad"
+    shown = preview("\n".join(lines), max_chars=4_000)
+    assert "ValueError: bad" in shown.text
+    assert shown.total_lines == 400_000
+    assert len(split) < 3 * len(set(split))  # each chunk split about once, one held at a time

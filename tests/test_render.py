@@ -7,9 +7,12 @@ from typing import Any, cast
 
 import pytest
 from deepagents.backends import FilesystemBackend
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
+from ctxwarden.clip import terminal
 from ctxwarden.clip.recall import lookup_result, make_recall_tool
 from ctxwarden.clip.terminal import full_screen_lines, needs_rendering, render
 from ctxwarden.core.meter import TokenMeter
@@ -177,3 +180,57 @@ async def test_the_async_path_renders_too(tmp_path: Path) -> None:
     assert "\x1b" not in str(out.content)
     record = out.response_metadata[METADATA_KEY]
     assert (tmp_path / "files" / record["raw_path"].lstrip("/")).read_bytes() == raw.encode()
+
+
+def test_a_multibar_display_past_the_emulator_budget_is_drawn_exactly_as_pyte_draws_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    raw = recorded("tqdm-multibar") * 7  # past SCREEN_BUDGET_CHARS, all of it one screen region
+    assert len(raw) > terminal.SCREEN_BUDGET_CHARS
+    fast = render(raw)
+    assert fast.approximate_lines == 0
+    assert fast.screen_lines == raw.count("\n") + 1
+    monkeypatch.setattr(terminal, "_fast_screen", lambda *_args: None)
+    monkeypatch.setattr(terminal, "SCREEN_BUDGET_CHARS", 10 * len(raw))
+    assert fast.text == render(raw).text  # the same region, every character through pyte
+
+
+_ATOMS = ["a", "bc", "▋", "xyz ", "  ", "\r", "\n", "\x1b[A", "\x1b[2A", "\x1b[0A", "\x1b[B", "\x1b[3B"]
+_ATOMS += ["\x1b[K", "\x1b[0K", "\x1b[1K", "\x1b[2K"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_ATOMS), max_size=40), st.integers(1, 4), st.integers(1, 8))
+def test_the_fast_screen_draws_what_pyte_draws(atoms: list[str], rows: int, columns: int) -> None:
+    data = "".join(atoms)  # what multi-bar displays write: text, returns, line feeds, moves up and down, erases
+    assert terminal._fast_screen(data, rows, columns) == terminal._screen(data, rows, columns)
+
+
+def test_sequences_pyte_cannot_read_leave_the_output_arriving(tmp_path: Path) -> None:
+    raw = "start\n\x1b[?1mprivate colour\x1b[?2A up\n\x1b[²mfar digits\rFAR\nend\n"
+    shown = render(raw).text
+    assert shown.split("\n")[0] == "start"
+    assert "private colour up" in shown
+    assert "digits" in shown
+    assert shown.rstrip().endswith("end")
+    out = _arrive(_core(tmp_path), raw)
+    assert "private colour up" in str(out.content)
+
+
+def test_the_emulator_draws_a_bounded_share_of_an_output_whatever_its_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    fed: list[int] = []
+    feed = terminal._feed
+    monkeypatch.setattr(terminal, "_feed", lambda screen, data: fed.append(len(data)) or feed(screen, data))
+    line = "\r".join(f"\x1b[2C{i:04d} wide 漢字 frame" for i in range(20))  # each line needs the emulator
+    raw = "\n".join([line] * 2_000)
+    rendered = render(raw)
+    assert sum(fed) <= terminal.SCREEN_BUDGET_CHARS
+    assert rendered.approximate_lines > 0
+    last = render(line).text
+    assert rendered.text.split("\n")[-1] == last.strip()  # past the budget: the last frame, its cursor moves left out
+
+
+def test_a_line_pyte_fails_on_is_counted_as_approximate() -> None:
+    rendered = render("ok\n\x1b[²mfar\x1b[3D digits\rFAR\n")
+    assert rendered.approximate_lines == 1
+    assert rendered.text.split("\n")[0] == "ok"

@@ -8,12 +8,14 @@ nothing on plain text and stay linear on huge outputs of any shape. Two tables:
 - **render**: per recorded output (`tests/data/terminal`, real programs in a pseudo-terminal),
   tokens before and after rendering, the share of the final lines kept verbatim (against the
   whole recording drawn on one pyte screen), and rendering time per MB on the output repeated to
-  10 MiB (`render_mib`).
+  10 MiB (`render_mib`), with how many of its lines that move the cursor between rows were
+  rendered line by line instead of on a screen (`approximate_lines`: 0 is exact).
 - **arrival**: one output through the core middleware's tool hook with a real filesystem
   backend (render, raw file, eviction, preview, counting), each in a fresh process: seconds,
-  MB per second, and peak resident memory above the start as a multiple of the output's UTF-8 size,
-  for a 20 MB single line, a 50 MiB log, 20 MB of binary (a tool returning `bytes`) and 10 MiB of
-  progress bars.
+  MB per second, and peak resident memory above the start (the peak of making the output left
+  out) as a multiple of the output's UTF-8 size, for a 20 MB single line, a 50 MiB log, 20 MB
+  of short lines (about 2.9 million), 20 MB of binary (a tool returning `bytes`: its `repr`,
+  2.7 times the bytes, is what arrives) and 10 MiB of progress bars.
 
     python -m ctxwarden.bench.render [--data tests/data/terminal] [--skip-arrival]
 """
@@ -21,6 +23,8 @@ nothing on plain text and stay linear on huge outputs of any shape. Two tables:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import gc
 import json
 import random
@@ -54,7 +58,7 @@ def render_rows(data: Path = DATA, render_mib: int = 10) -> list[dict[str, Any]]
         final = full_screen_lines(raw)
         big = raw * (render_mib * MIB // len(raw) + 1)
         started = time.perf_counter()
-        render(big)
+        drawn = render(big)
         took = time.perf_counter() - started
         size = len(big.encode("utf-8")) / MIB
         before, after = meter.counter(raw), meter.counter(shown)
@@ -67,16 +71,23 @@ def render_rows(data: Path = DATA, render_mib: int = 10) -> list[dict[str, Any]]
                 "fewer_x": round(before / max(1, after), 1),
                 "final_lines_kept": round(sum(1 for line in final if line in lines) / max(1, len(final)), 4),
                 "ms_per_mib": round(took * 1000 / size, 1),
+                "approximate_lines": drawn.approximate_lines,
             }
         )
     return rows
 
 
+_ALPHABET = bytes(b"abcdefghij0123456789"[i % 20] for i in range(256))
+"""Each byte value to a letter or digit: random bytes become one long line of them without a list per character."""
+
+
 def _output(shape: str, size: int) -> ToolMessage:
     if shape == "single-line":
-        text: Any = "".join(random.Random(0).choices("abcdefghij0123456789", k=size))
+        text: Any = random.Random(0).randbytes(size).translate(_ALPHABET).decode("ascii")
     elif shape == "log":
         text = log_output(size)
+    elif shape == "short-lines":  # millions of lines of a few characters: a list of them is ten times their size
+        text = "".join(f"{i}\n" for i in range(size // 7))
     elif shape == "binary":
         text = repr(random.Random(0).randbytes(size))  # what langchain hands on for a tool returning bytes
     else:  # progress bars: the recorded tqdm loop, repeated
@@ -93,11 +104,13 @@ def arrival(shape: str, size: int) -> dict[str, Any]:
         output = _output(shape, size)
         utf8 = len(str(output.content).encode("utf-8", "surrogatepass"))
         gc.collect()
+        reset = _reset_high_water()  # the peak of making the output is not the arrival's
         before = resident_bytes()
         started = time.perf_counter()
         kept = core.wrap_tool_call(_tool_request("big", {"messages": []}), _answer(output))
         took = time.perf_counter() - started
-        above = max(0, max(high_water_bytes(), resident_bytes()) - before)
+        peak = _high_water() if reset else high_water_bytes()
+        above = max(0, max(peak, resident_bytes()) - before)
         shown = len(str(kept.content)) if isinstance(kept, ToolMessage) else -1
     return {
         "shape": shape,
@@ -109,7 +122,36 @@ def arrival(shape: str, size: int) -> dict[str, Any]:
     }
 
 
-ARRIVALS = (("single-line", 20_000_000), ("log", 50 * MIB), ("binary", 20_000_000), ("progress", 10 * MIB))
+def _reset_high_water() -> bool:
+    """Start this process's peak resident memory afresh (Linux: `/proc/self/clear_refs`); whether it could. Memory
+    freed while the output was made is first handed back (glibc's `malloc_trim`), so it is not counted as in use
+    before the arrival and then reused unseen."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+            refs.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def _high_water() -> int:
+    """The peak resident memory since `_reset_high_water` (`VmHWM`, which the reset starts afresh)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return high_water_bytes()
+
+
+ARRIVALS = (
+    ("single-line", 20_000_000),
+    ("log", 50 * MIB),
+    ("short-lines", 20_000_000),
+    ("binary", 20_000_000),
+    ("progress", 10 * MIB),
+)
 
 
 def main(argv: list[str] | None = None) -> int:

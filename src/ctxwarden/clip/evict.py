@@ -5,7 +5,10 @@ that issued the call), counted with the meter — not a fixed 20,000 tokens. Unl
 deepagents' eviction it applies to every tool, the built-in file tools included (they
 cut themselves at 20,000 tokens, which alone can overflow a small window); it keeps a
 structure-aware preview instead of a blind head and tail; and it writes the exact
-original (bytes, via `upload_files`) to a per-thread, per-namespace, per-call path. A failed
+original (bytes, via `upload_files`) to a per-thread, per-namespace, per-call path. A huge
+output's token count, only reported once it is evicted, is estimated from samples of its text
+(`TokenMeter.estimate_tokens`), unless the estimate is too close to the threshold to decide;
+the preview that stays in view is counted exactly. A failed
 write (a full disk, a refusing backend) keeps the original message whole, removes whatever
 part of the file was written, and records the failure with its cause; the run goes on.
 
@@ -39,6 +42,10 @@ from ctxwarden.core.stamp import METADATA_KEY, RECENT, last_stamped
 from ctxwarden.core.text import encode, text_of
 
 _SURROGATES = SURROGATES
+
+ESTIMATE_MARGIN = 2
+"""A huge output's count is estimated from samples (`TokenMeter.estimate_tokens`: only its preview stays in view);
+an estimate within this factor of the threshold is not trusted to decide, and the output is counted whole."""
 
 RECALL_TOOL = "recall"
 """ctxwarden's own recall tool: its output is bounded, so it is never evicted."""
@@ -76,7 +83,9 @@ class Evictor:
         if self.backend is None or message.name == RECALL_TOOL or request.tool_call.get("name") == RECALL_TOOL:
             return None
         threshold = self.threshold(request)
-        tokens = self.meter.message_tokens(message)
+        tokens, counted = self.meter.estimate_tokens(message)
+        if not counted and threshold // ESTIMATE_MARGIN <= tokens <= threshold * ESTIMATE_MARGIN:
+            tokens, counted = self.meter.message_tokens(message), True  # too close to call on an estimate
         text = text_of(message)
         exact = not _SURROGATES.search(text)
         if tokens <= threshold and exact:
@@ -104,7 +113,8 @@ class Evictor:
             shown = preview(readable, max_chars=max(400, min(4_000, threshold * 2)))
             shown_text = shown.text
             marker = (
-                f"[ctxwarden: evicted {tool} output of {tokens:,} tokens ({shown.total_chars:,} chars, "
+                f"[ctxwarden: evicted {tool} output of {'' if counted else 'about '}{tokens:,} tokens "
+                f"({shown.total_chars:,} chars, "
                 f"{shown.total_lines:,} lines) to {path}; above: {shown.shown_lines:,} of its lines. "
                 f'Page through it with read_file(file_path="{path}", offset=0, limit=200), '
                 f'or get the exact text with {RECALL_TOOL}(call_id="{reference}").]'
@@ -118,6 +128,7 @@ class Evictor:
             "path": path,
             "key": key,
             "tokens": tokens,
+            **({} if counted else {"tokens_estimated": True}),
             "chars": len(text),
             "exact_utf8": exact,
             "sha256": content_hash(data),  # recall checks the file against it: an edited file is never the original
@@ -133,6 +144,7 @@ class Evictor:
             "call_id": call_id,
             "path": path,
             "tokens": tokens,
+            **({} if counted else {"tokens_estimated": True}),
             "preview_tokens": self.meter.message_tokens(replaced),
             "threshold": threshold,
             "reason": "size" if tokens > threshold else "not-utf8",

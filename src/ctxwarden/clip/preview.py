@@ -6,25 +6,34 @@ the summary line of a test session. A preview keeps the head and the tail, then
 spends what budget is left on lines that carry the signal, in order of value:
 summary lines, traceback blocks, error lines, failing test names. Output that looks
 like grep (`path:line:match`) is summarized per file instead, with exact counts.
-Omitted stretches are marked in place; the caller appends how to get everything back.
+Omitted stretches are marked in place; the caller appends how to get everything back. A first
+or last line too long to show whole (a binary blob, minified JSON) shows its two ends.
 
 A tool can return tens of megabytes, and weighing each of a million lines in Python takes
-minutes. Signal lines are rare, so they are found block by block: a block of lines that
-holds none of the words every signal line holds (`SIGNAL_WORDS`, found by fast substring
-scans) is ruled out whole, and only the other blocks are read line by line. Beyond `DETAIL_LINES` lines, the pass that
-looks for new names and numbers weighs only the head, the tail and the lines around the
-signals, where an agent's next step looks too.
+minutes, and a list of a million short lines costs ten times their size: lines are split a
+chunk at a time (`core.text.TextLines`), and only the chunks read. Signal lines are rare, so
+they are found block by block: one RE2 scan of a block (an automaton that reads each character
+once) finds the words every signal line holds (`SIGNAL_WORDS`), and only the lines it finds
+one on are searched with the signal patterns. A line longer than `MAX_LINE_CHARS` is never
+shown, so it is never searched or weighed either: one 20 MB line costs the preview its two
+ends, not a pattern search of 20 MB. Beyond `DETAIL_LINES` lines, the pass that looks for new
+names and numbers weighs only the head, the tail and the lines around the signals, where an
+agent's next step looks too.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import re2  # type: ignore[import-untyped]
+
 from ctxwarden.core.gist import ERROR, FAILING_TEST, GREP_LINE, SUMMARY, TRACEBACK_START, choose_lines, never_seen
-from ctxwarden.core.text import FAILURE
+from ctxwarden.core.text import FAILURE, TextLines
 
 MAX_LINE_CHARS = 1_000
 """Longer lines are left out of the preview, never cut (the file keeps them whole)."""
@@ -53,7 +62,21 @@ SIGNAL_WORDS = (
     *("error", "exception", "failure", "failed", "fail:", "warning", "interrupt", "command not found", "no such file"),
 )
 """Lower-case strings of which every line that a signal pattern matches holds one (the `\\n` ones at its start):
-a block of lines that holds none of them has no signal line, and a scan for each is fast."""
+a block of lines that holds none of them has no signal line."""
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.case_sensitive = False
+_ANY_WORD = re2.compile(
+    "|".join(
+        [
+            r"\n\p{Nd}+ passed",  # the one signal line a digit starts without a signal word: `3 passed`
+            *(re.escape(word).replace("\\\t", "\\t") for word in SIGNAL_WORDS if not word[1:].isdigit()),
+        ]
+    ).replace("\\\n", "\\n"),
+    options=_RE2_OPTIONS,
+)
+"""Any of `SIGNAL_WORDS`, in any case, a line's first digits only when `passed` follows them: one linear scan of a
+block instead of a scan per word."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +91,7 @@ class Preview:
 
 def preview(text: str, *, max_chars: int = 4_000, head: int = 12, tail: int = 12) -> Preview:
     """A preview of `text` of at most about `max_chars` characters (plus omission markers)."""
-    lines = text.splitlines()
+    lines = TextLines(text)  # split a chunk at a time: a list of millions of short lines is ten times their size
     if len(text) <= max_chars:
         return Preview(text, len(lines), len(lines), len(text))
     if _looks_like_grep(lines):
@@ -78,17 +101,24 @@ def preview(text: str, *, max_chars: int = 4_000, head: int = 12, tail: int = 12
         return _cut_ends(lines, len(text), max_chars)
     out: list[str] = []
     previous = -1
-    for index in sorted(keep):
+    long_ends = {i for i in (0, len(lines) - 1) if len(lines[i]) > MAX_LINE_CHARS}  # shown cut, not left out
+    for index in sorted(keep | long_ends):
         if index != previous + 1:
             out.append(f"… [{index - previous - 1:,} lines omitted] …")
-        out.append(lines[index])
+        line = lines[index]
+        out.append(line if index in keep else _cut_line(line, max_chars // 8))
         previous = index
     if previous < len(lines) - 1:
         out.append(f"… [{len(lines) - 1 - previous:,} lines omitted] …")
     return Preview("\n".join(out), len(keep), len(lines), len(text))
 
 
-def _cut_ends(lines: list[str], total_chars: int, max_chars: int) -> Preview:
+def _cut_line(line: str, part: int) -> str:
+    """The first and last `part` characters of a line too long to show, saying how much of it is left out."""
+    return f"{line[:part]} … [{len(line) - 2 * part:,} chars of this {len(line):,}-char line omitted] … {line[-part:]}"
+
+
+def _cut_ends(lines: Sequence[str], total_chars: int, max_chars: int) -> Preview:
     """The start of the first line and the end of the last, each cut where it says how much of it is left out."""
     first, last = lines[0], lines[-1]
     if len(lines) == 1:
@@ -105,7 +135,7 @@ def _cut_ends(lines: list[str], total_chars: int, max_chars: int) -> Preview:
     return Preview(shown, 0, len(lines), total_chars)
 
 
-def _select(lines: list[str], max_chars: int, head: int, tail: int) -> set[int]:
+def _select(lines: Sequence[str], max_chars: int, head: int, tail: int) -> set[int]:
     """Head and tail, then signal lines by value, while the budget lasts."""
     keep: set[int] = set()
     budget = max_chars
@@ -137,21 +167,36 @@ def _select(lines: list[str], max_chars: int, head: int, tail: int) -> set[int]:
                 break
     # what budget is left goes to the lines with the most details not shown yet
     pool = _detail_pool(len(lines), signals)
-    rest = [lines[i] if i not in keep else "" for i in pool]
+    rest = [lines[i] if i not in keep and len(lines[i]) <= MAX_LINE_CHARS else "" for i in pool]
     for chosen in choose_lines(rest, budget // CHARS_PER_TOKEN, _chars_as_tokens, never_seen):
         take(pool[chosen])
     return keep
 
 
 def signal_candidates(lines: Sequence[str]) -> list[int]:
-    """Indexes of the lines that a signal pattern matches, in order; a block without a signal word is skipped whole."""
+    """Indexes of the lines of at most `MAX_LINE_CHARS` that a signal pattern matches, in order; a block without a
+    signal word is skipped whole."""
     found: list[int] = []
     for start in range(0, len(lines), SCAN_BLOCK_LINES):
-        block = lines[start : start + SCAN_BLOCK_LINES]
-        joined = "\n" + "\n".join(block).lower()
-        if any(word in joined for word in SIGNAL_WORDS):
-            found.extend(start + offset for offset, line in enumerate(block) if _ANY_SIGNAL.search(line))
+        block = [line if len(line) <= MAX_LINE_CHARS else "" for line in lines[start : start + SCAN_BLOCK_LINES]]
+        for offset in _lines_with_signal_words(block):
+            if _ANY_SIGNAL.search(block[offset]):
+                found.append(start + offset)
     return found
+
+
+def _lines_with_signal_words(block: list[str]) -> list[int]:
+    """Indexes of the lines of `block` that hold a signal word, in order: one RE2 scan of the block, whose hits are
+    placed on their lines; or, for text RE2 cannot read (lone surrogates), a scan per word of each line."""
+    joined = "\n" + "\n".join(block)
+    try:
+        ends = [match.end() for match in _ANY_WORD.finditer(joined)]
+    except UnicodeEncodeError:
+        return [i for i, line in enumerate(block) if any(word in f"\n{line}".lower() for word in SIGNAL_WORDS)]
+    if not ends:
+        return []
+    starts = list(itertools.accumulate((len(line) + 1 for line in block), initial=1))  # where each line begins
+    return sorted({bisect.bisect_right(starts, end - 1) - 1 for end in ends})  # a hit's last character is its line's
 
 
 def _detail_pool(total: int, signals: Sequence[int]) -> Sequence[int]:
@@ -169,7 +214,7 @@ def _chars_as_tokens(line: str) -> int:
     return len(line) // CHARS_PER_TOKEN + 1
 
 
-def _signal_groups(lines: list[str], signals: Sequence[int]) -> list[list[int]]:
+def _signal_groups(lines: Sequence[str], signals: Sequence[int]) -> list[list[int]]:
     """Indexes worth keeping, most valuable first: summaries, tracebacks, failing tests, errors."""
     summaries = [[i] for i in signals if SUMMARY.search(lines[i])]
     tracebacks = []
@@ -186,29 +231,33 @@ def _signal_groups(lines: list[str], signals: Sequence[int]) -> list[list[int]]:
     return summaries + tracebacks[::-1] + failing + errors[::-1]
 
 
-def _looks_like_grep(lines: list[str]) -> bool:
+def _looks_like_grep(lines: Sequence[str]) -> bool:
     sample = [line for line in lines[:200] if line.strip()]
     return len(sample) >= 5 and sum(1 for line in sample if GREP_LINE.match(line)) >= 0.8 * len(sample)
 
 
-def _grep_preview(lines: list[str], total_chars: int, max_chars: int, per_file: int = 2) -> Preview:
+def _grep_preview(lines: Sequence[str], total_chars: int, max_chars: int, per_file: int = 2) -> Preview:
     """Every file with its exact match count and its first matches."""
-    files: OrderedDict[str, list[str]] = OrderedDict()
+    files: OrderedDict[str, tuple[list[str], list[int]]] = OrderedDict()  # first matches, and how many in all
     other = 0
     for line in lines:
         match = GREP_LINE.match(line)
         if match is None:
             other += 1
             continue
-        files.setdefault(match.group("path"), []).append(line)
-    total = sum(len(found) for found in files.values())
+        first, count = files.setdefault(match.group("path"), ([], [0]))
+        count[0] += 1
+        if len(first) < per_file:
+            first.append(line)
+    counts = {path: count[0] for path, (_first, count) in files.items()}
+    total = sum(counts.values())
     out = [f"{total:,} matching lines in {len(files):,} files"]
     budget = max_chars - len(out[0])
     shown = 0
     listed = 0
-    for path, found in files.items():
-        entry = [f"{path}: {len(found):,} match{'es' if len(found) != 1 else ''}"]
-        entry += [f"  {line}" for line in found[:per_file] if len(line) <= MAX_LINE_CHARS]
+    for path, (found, _count) in files.items():
+        entry = [f"{path}: {counts[path]:,} match{'es' if counts[path] != 1 else ''}"]
+        entry += [f"  {line}" for line in found if len(line) <= MAX_LINE_CHARS]
         cost = sum(len(line) + 1 for line in entry)
         if cost > budget:
             break
@@ -217,8 +266,8 @@ def _grep_preview(lines: list[str], total_chars: int, max_chars: int, per_file: 
         shown += len(entry) - 1
         listed += 1
     if listed < len(files):
-        rest = list(files.items())[listed:]
-        names = ", ".join(f"{path} ({len(found)})" for path, found in rest)
+        rest = list(counts.items())[listed:]
+        names = ", ".join(f"{path} ({count})" for path, count in rest)
         summary = f"… and {len(rest):,} more files: {names}"
         out.append(summary if len(summary) <= max(200, budget) else summary[: max(200, budget)] + " …")
     if other:

@@ -8,7 +8,8 @@ Three kinds of output are not, as they come, text worth a model's tokens:
   `errors="surrogateescape"` decodes them) is shown with those bytes as `\\xNN`; a checkpoint
   could not store them, and a file of them would not open with `read_file`;
 - a tool that returns `bytes` reaches the middleware as the `repr` langchain made of them;
-  they are shown decoded, undecodable bytes as `\\xNN`.
+  they are shown decoded, undecodable bytes as `\\xNN` (binary data, holding NUL bytes, as
+  Python writes bytes, and never rendered as terminal output).
 
 In each case the exact original goes to a file beside the result's own path (`<path>.raw`),
 the message says how much it saved and how to get the original back
@@ -27,7 +28,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from ctxwarden.clip.names import content_hash
-from ctxwarden.clip.terminal import needs_rendering, render
+from ctxwarden.clip.terminal import render, terminal_output
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.stamp import METADATA_KEY
@@ -65,7 +66,14 @@ def from_exact(data: bytes, scheme: str) -> str:
 
 
 def readable(data: bytes) -> str:
-    """`data` as text a model reads and any file tool opens: UTF-8, each undecodable byte as `\\xNN`."""
+    """`data` as text a model reads and any file tool opens: UTF-8, each undecodable byte as `\\xNN`.
+
+    Binary data (it holds a NUL byte, which no text does) is written as Python writes bytes instead (each byte that
+    is not printable ASCII escaped, newlines too): by the C codec for bytes literals, where decoding random bytes
+    with an error handler takes a call per undecodable run, and into a string of one byte a character (random bytes
+    read as UTF-8 hold a few four-byte characters, and Python then stores every character of the string in four)."""
+    if b"\x00" in data:
+        return codecs.escape_encode(data)[0].decode("ascii")
     return data.decode("utf-8", "backslashreplace")
 
 
@@ -77,10 +85,13 @@ def returned_bytes(text: str) -> bytes | None:
     """
     if len(text) < 3 or text[0] != "b" or text[1] not in "'\"" or text[-1] != text[1] or not text.isascii():
         return None
+    body = text[2:-1].encode("ascii")
     try:
-        value = codecs.escape_decode(text[2:-1].encode("ascii"))[0]
+        value = codecs.escape_decode(body)[0]
     except (ValueError, UnicodeError):
         return None
+    if text[1] == "'":  # the C codec writes what `repr` writes between single quotes, without a str of it
+        return value if codecs.escape_encode(value)[0] == body else None
     return value if repr(value) == text else None
 
 
@@ -117,12 +128,13 @@ class Arrival:
         returned = returned_bytes(text) if text.startswith("b") else None
         surrogates = returned is None and SURROGATES.search(text) is not None
         cap = self.policy.render_cap(tool)
-        if returned is None and not surrogates and (cap is None or not needs_rendering(text)):
+        if returned is None and not surrogates and (cap is None or not terminal_output(text)):
             return None
         raw_path = path + RAW_SUFFIX
         if returned is not None:
             data, scheme = returned, "bytes"
-            shown = readable(data)
+            # binary bytes show as Python writes them, which between single quotes is what arrived
+            shown = text[2:-1] if text[1] == "'" and b"\x00" in data else readable(data)
         elif surrogates:
             data, scheme = exact_bytes(text)
             shown = readable(data)
@@ -133,7 +145,8 @@ class Arrival:
         recall_raw = f'recall(call_id="{reference}", part="raw")'
         notes: list[str] = []
         cut = cut_lines = 0
-        rendered = cap is not None and needs_rendering(shown)
+        binary = scheme != "strict" and b"\x00" in data  # shown by `readable` as Python writes bytes
+        rendered = cap is not None and not binary and terminal_output(shown)
         if rendered and cap is not None:
             head, tail, cut, cut_lines = tail_capped(render(shown).text, cap)
             shown = head
@@ -145,14 +158,17 @@ class Arrival:
             del head, tail
         if returned is not None:
             notes.append(
-                f"this {tool} output is {len(data):,} bytes, not text: shown with each byte that is not UTF-8 as \\xNN"
+                f"this {tool} output is {len(data):,} bytes, not text: shown "
+                + ("as Python writes bytes (\\xNN, \\n)" if binary else "with each byte that is not UTF-8 as \\xNN")
             )
         elif surrogates:
             notes.append(f"this {tool} output holds bytes that are not valid UTF-8, shown as \\xNN")
-        raw_tokens = self.meter.message_tokens(message)
+        raw_tokens, counted = self.meter.estimate_tokens(message)  # only reported: the original leaves the view
+        about = "" if counted else "about "
         if rendered:
             notes.append(
-                f"shown as a terminal shows it ({raw_tokens:,} tokens raw: frames collapsed, colour codes dropped)"
+                f"shown as a terminal shows it ({about}{raw_tokens:,} tokens raw: frames collapsed, colour codes "
+                "dropped)"
             )
         if scheme == "strict":
             where = f'raw: read_file(file_path="{raw_path}") or {recall_raw}'
@@ -175,12 +191,13 @@ class Arrival:
                 "response_metadata": {**message.response_metadata, METADATA_KEY: record},
             }
         )
-        tokens = self.meter.message_tokens(arrived)
+        tokens, _counted = self.meter.estimate_tokens(arrived)  # eviction counts it whole if it stays in view
         event = {
             "tool": tool,
             "raw_path": raw_path,
             "raw_bytes": len(data),
             "raw_tokens": raw_tokens,
+            **({} if counted else {"raw_tokens_estimated": True}),
             "tokens": tokens,
             "freed": max(0, raw_tokens - tokens),
             "rendered": rendered,

@@ -18,17 +18,22 @@ one a terminal cannot tell apart:
   frames before the last erase of the line are invisible, as is a plain frame that a later
   plain frame covers; the frames left are overlaid directly when they hold only
   one-cell characters, and drawn on a one-row pyte screen otherwise;
-- lines that move the cursor up or down, or place it, are drawn on a pyte screen of the
-  height the program assumed, together with the lines around them that such moves can reach
-  (one screen height either side); lines that scroll off its top are what the terminal's
-  scrollback keeps. `SCREEN_BUDGET_CHARS` bounds what one output sends there; lines beyond it
-  are rendered line by line, and the result counts them (`approximate_lines`).
+- lines that move the cursor up or down, or place it, are drawn on a screen of the height the
+  program assumed, together with the lines around them that such moves can reach (one screen
+  height either side); lines that scroll off its top are what the terminal's scrollback keeps.
+  When they hold only one-cell text, `\r`, `\n`, cursor up and down and line erases (what
+  multi-bar progress displays write), `_fast_screen` draws them by pyte's rules a text run at a
+  time, exactly and whatever their size; otherwise pyte does.
 
-Width is unbounded: a line is never wrapped, as a log shows it.
+`SCREEN_BUDGET_CHARS` bounds what pyte draws of one output, one-row lines included; lines beyond
+it are rendered line by line with their escape codes stripped, and the result counts them
+(`approximate_lines`). A sequence pyte fails on leaves its line to the same treatment: the
+output always arrives. Width is unbounded: a line is never wrapped, as a log shows it.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -79,6 +84,16 @@ none of them covers exactly as many cells as it has characters."""
 
 _NUMBERS = re.compile(r"\x1b\[(\d+)[CG`]")
 
+_ANY_ESCAPE = re.compile(
+    r"\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x20-\x2f]*[\x30-\x7e]?)"
+    r"|[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f]"
+)
+"""Any escape sequence, and the control characters other than tab, `\\n` and `\\r`: what a line drawn without the
+emulator leaves out."""
+
+_FAST_CONTROL = re.compile(r"(\r|\n|\x1b\[[0-9]*[AB]|\x1b\[[012]?K)")
+"""What `_fast_screen` draws besides text (ASCII digits only: pyte reads any other as a failure)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Rendered:
@@ -88,7 +103,8 @@ class Rendered:
     screen_lines: int
     """Input lines drawn on the full screen emulator (they move the cursor between rows, or are near one that does)."""
     approximate_lines: int
-    """Lines that moved the cursor between rows but, past `SCREEN_BUDGET_CHARS`, were rendered line by line."""
+    """Lines rendered with their escape codes stripped instead of by the emulator: past `SCREEN_BUDGET_CHARS`, or
+    holding a sequence pyte fails on (each line that moved the cursor between rows, or needed a one-row screen)."""
 
 
 def needs_rendering(text: str) -> bool:
@@ -99,6 +115,13 @@ def needs_rendering(text: str) -> bool:
     return returns != 0 and returns != text.count("\r\n")
 
 
+def terminal_output(text: str) -> bool:
+    """Whether `text` is output written for a terminal that needs rendering: it `needs_rendering` and holds no NUL
+    byte (a program's terminal output has none; binary data read as text has them everywhere, and its stray escape
+    bytes mean nothing)."""
+    return needs_rendering(text) and "\x00" not in text
+
+
 def render(text: str) -> Rendered:
     """The lines a terminal shows once the program that wrote `text` ended (see the module docstring)."""
     if not needs_rendering(text):
@@ -106,23 +129,15 @@ def render(text: str) -> Rendered:
     lines = _INVISIBLE.sub("", text).replace("\r\n", "\n").split("\n")
     vertical = [i for i, line in enumerate(lines) if "\x1b" in line and _VERTICAL.search(line)]
     vertical += [i for i, line in enumerate(lines) if ("\x0b" in line or "\x0c" in line) and i not in vertical]
+    run = _Run(SCREEN_BUDGET_CHARS)
     out: list[str] = []
     done = 0
-    budget = SCREEN_BUDGET_CHARS
-    screened = approximate = 0
     for start, end, rows in _regions(lines, sorted(vertical)):
-        out.extend(_line(line) for line in lines[done:start])
-        size = sum(len(line) + 1 for line in lines[start:end])
-        if size <= budget:
-            budget -= size
-            out.extend(_screen(lines[start:end], rows))
-            screened += end - start
-        else:
-            out.extend(_line(_VERTICAL.sub("", line)) for line in lines[start:end])
-            approximate += sum(1 for i in vertical if start <= i < end)
+        out.extend(run.line(line) for line in lines[done:start])
+        out.extend(run.screen(lines[start:end], rows, sum(1 for i in vertical if start <= i < end)))
         done = end
-    out.extend(_line(line) for line in lines[done:])
-    return Rendered("\n".join(out), screened, approximate)
+    out.extend(run.line(line) for line in lines[done:])
+    return Rendered("\n".join(out), run.screened, run.approximate)
 
 
 def _regions(lines: list[str], vertical: list[int]) -> list[tuple[int, int, int]]:
@@ -148,56 +163,153 @@ def _rows(line: str) -> int:
     return min(MAX_SCREEN_ROWS, max([SCREEN_ROWS, *(n + 1 for n in asked)]))
 
 
-def _line(line: str) -> str:
-    """One line (no `\\n`) that moves the cursor only within itself, as a terminal shows it."""
-    if "\r" not in line and "\x1b" not in line and "\b" not in line:
-        return line
-    line = line.rstrip("\r")
-    while line.endswith(_TRAILING_ERASES):
-        line = line[: line.rindex("\x1b")].rstrip("\r")
-    frames = line.split("\r")
-    kept: list[str] = []
-    covered = 0
-    for index in range(len(frames) - 1, -1, -1):
-        frame = frames[index]
-        if "\x1b" not in frame and "\b" not in frame and not _NOT_ONE_CELL.search(frame):
-            if len(frame) > covered:  # shows past what the later frames drew
-                kept.append(frame)
-                covered = len(frame)
-            continue
-        kept.append(frame)
-        if _ERASE_LINE_START.match(frame) is None:
-            kept.extend(reversed(frames[:index]))  # what this frame leaves of the earlier ones is the emulator's to say
-        break
-    kept.reverse()
-    if all("\x1b" not in f and "\b" not in f and not _NOT_ONE_CELL.search(f) for f in kept):
-        shown = ""
-        for frame in reversed(kept):  # the last frame, then what each earlier one shows past it
-            if len(frame) > len(shown):
-                shown += frame[len(shown) :]
-        return shown.rstrip()
-    return _one_row("\r".join(kept))
+@dataclass(slots=True)
+class _Run:
+    """One rendering: what the emulator (pyte) may still draw, and how many lines were drawn which way."""
+
+    budget: int = SCREEN_BUDGET_CHARS
+    screened: int = 0
+    approximate: int = 0
+
+    def line(self, line: str) -> str:
+        """One line (no `\\n`) that moves the cursor only within itself, as a terminal shows it."""
+        if "\r" not in line and "\x1b" not in line and "\b" not in line:
+            return line
+        line = line.rstrip("\r")
+        while line.endswith(_TRAILING_ERASES):
+            line = line[: line.rindex("\x1b")].rstrip("\r")
+        frames = line.split("\r")
+        kept: list[str] = []
+        covered = 0
+        for index in range(len(frames) - 1, -1, -1):
+            frame = frames[index]
+            if "\x1b" not in frame and "\b" not in frame and not _NOT_ONE_CELL.search(frame):
+                if len(frame) > covered:  # shows past what the later frames drew
+                    kept.append(frame)
+                    covered = len(frame)
+                continue
+            kept.append(frame)
+            if _ERASE_LINE_START.match(frame) is None:
+                kept.extend(reversed(frames[:index]))  # what this frame leaves of the earlier ones is the emulator's
+            break
+        kept.reverse()
+        if all("\x1b" not in f and "\b" not in f and not _NOT_ONE_CELL.search(f) for f in kept):
+            return _overlay(kept)
+        data = "\r".join(kept)
+        shown = None
+        if len(data) <= self.budget:
+            self.budget -= len(data)
+            shown = _one_row(data)
+        if shown is None:
+            self.approximate += 1
+            return _overlay(_ANY_ESCAPE.sub("", data).split("\r"))
+        return shown
+
+    def screen(self, lines: list[str], rows: int, vertical: int) -> list[str]:
+        """`lines` drawn on a screen `rows` high: what scrolled off its top, then what it shows at the end; exactly
+        by `_fast_screen` when they hold only what it draws, else by pyte within the budget, else line by line."""
+        width = max(80, *(len(line) for line in lines))
+        data = "\n".join(line if _VERTICAL.search(line) else self.line(line) for line in lines)
+        shown = _fast_screen(data, rows, width + 1)
+        if shown is None and len(data) <= self.budget:
+            self.budget -= len(data)
+            shown = _screen(data, rows, width + 1)
+        if shown is None:
+            self.approximate += vertical
+            return [self.line(_VERTICAL.sub("", line)) for line in lines]
+        self.screened += len(lines)
+        return shown
 
 
-def _one_row(data: str) -> str:
-    """`data` drawn on a one-row pyte screen wide enough that nothing wraps."""
+def _overlay(frames: list[str]) -> str:
+    """Frames of one-cell characters, each from the line's first column: the last, then what each earlier one shows
+    past it."""
+    shown = ""
+    for frame in reversed(frames):
+        if len(frame) > len(shown):
+            shown += frame[len(shown) :]
+    return shown.rstrip()
+
+
+def _one_row(data: str) -> str | None:
+    """`data` drawn on a one-row pyte screen wide enough that nothing wraps; `None` if pyte cannot read it."""
     jumps = [int(n) for n in _NUMBERS.findall(data)]
     columns = len(data) + 1 + min(MAX_COLUMN_JUMP, max(jumps, default=0))
     screen = _Screen(columns, 1)
-    pyte.Stream(screen).feed(data)
+    if not _feed(screen, data):
+        return None
     return "\n".join([*screen.gone, _row_text(screen.buffer[0])])
 
 
-def _screen(lines: list[str], rows: int) -> list[str]:
-    """`lines` drawn on a pyte screen `rows` high: what scrolled off its top, then what it shows at the end."""
-    width = max(80, *(len(line) for line in lines))
-    screen = _Screen(width + 1, rows)
+def _screen(data: str, rows: int, columns: int) -> list[str] | None:
+    """`data` drawn on a pyte screen `rows` high; `None` if pyte cannot read it."""
+    screen = _Screen(columns, rows)
     screen.set_mode(modes.LNM)  # a `\n` starts the next line at its first column, as a terminal's tty makes it
-    stream = pyte.Stream(screen)
-    stream.feed("\n".join(line if _VERTICAL.search(line) else _line(line) for line in lines))
+    if not _feed(screen, data):
+        return None
     shown = [_row_text(screen.buffer[y]) if y in screen.buffer else "" for y in range(rows)]
     last = max([screen.cursor.y, *(y for y, row in enumerate(shown) if row)])
     return [*screen.gone, *shown[: last + 1]]
+
+
+def _feed(screen: pyte.Screen, data: str) -> bool:
+    """Draw `data` on `screen`; `False` when pyte fails on it (it raises on a few malformed sequences, such as a
+    parameter written in non-ASCII digits): the caller then strips the escape codes instead."""
+    try:
+        pyte.Stream(screen).feed(data)
+    except Exception:  # pyte's failures are not typed; whatever it was, the output still arrives
+        return False
+    return True
+
+
+def _fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
+    """What `_screen` shows of `data`, drawn without pyte, when `data` holds only one-cell characters, `\\r`, `\\n`,
+    cursor up and down (`CSI n A`, `CSI n B`) and line erases (`CSI 0/1/2 K`) — what multi-bar progress displays
+    (tqdm's `position=`) write; `None` for anything else. pyte's own rules, one text run at a time: a run stops at
+    the last column and wraps when the next character comes (`\\n` also returns to the first column, as pyte's LNM
+    mode makes it), a move stops at the screen's edge, an erase writes blanks, a line scrolled off the top is kept."""
+    parts = _FAST_CONTROL.split(data)
+    if any(_NOT_ONE_CELL.search(text) for text in parts[0::2]):
+        return None
+    buffer = [""] * rows
+    gone: list[str] = []
+    x = y = 0
+    for index, part in enumerate(parts):
+        if index % 2 == 0:
+            while part:
+                if x == columns:  # the last column was drawn: the next character wraps
+                    x, y = 0, _down(buffer, gone, y)
+                row, take = buffer[y], part[: columns - x]
+                buffer[y] = row[:x].ljust(x) + take + row[x + len(take) :]
+                x, part = x + len(take), part[len(take) :]
+        elif part == "\r":
+            x = 0
+        elif part == "\n":
+            x, y = 0, _down(buffer, gone, y)
+        else:
+            count, op = int(part[2:-1] or 0), part[-1]
+            if op == "A":
+                y = max(y - (count or 1), 0)
+            elif op == "B":
+                y = min(y + (count or 1), rows - 1)
+            elif count == 0:
+                buffer[y] = buffer[y][:x]
+            elif count == 1:
+                buffer[y] = " " * (x + 1) + buffer[y][x + 1 :]
+            else:
+                buffer[y] = ""
+    shown = [row.rstrip() for row in buffer]
+    last = max([y, *(i for i, row in enumerate(shown) if row)])
+    return [*gone, *shown[: last + 1]]
+
+
+def _down(buffer: list[str], gone: list[str], y: int) -> int:
+    """The row a line feed from row `y` leads to; at the bottom, the screen scrolls and its top row is kept."""
+    if y < len(buffer) - 1:
+        return y + 1
+    gone.append(buffer.pop(0).rstrip())
+    buffer.append("")
+    return y
 
 
 def full_screen_lines(text: str, rows: int = SCREEN_ROWS, columns: int = 1_000) -> list[str]:
@@ -217,7 +329,8 @@ def _row_text(row: Any) -> str:
 
 
 class _Screen(pyte.Screen):
-    """A pyte screen that keeps the lines scrolled off its top (a terminal's scrollback)."""
+    """A pyte screen that keeps the lines scrolled off its top (a terminal's scrollback), and ignores the private
+    (`CSI ?`) forms of sequences pyte has no private form of (it would raise on them)."""
 
     def __init__(self, columns: int, lines: int) -> None:
         self.gone: list[str] = []
@@ -230,4 +343,20 @@ class _Screen(pyte.Screen):
         super().index()
 
 
-__all__ = ["Rendered", "full_screen_lines", "needs_rendering", "render"]
+def _public_only(name: str) -> Any:
+    method = getattr(pyte.Screen, name)
+
+    def call(self: pyte.Screen, *params: int, private: bool = False) -> None:
+        if not private:
+            method(self, *params)
+
+    return call
+
+
+for _name in set(pyte.Stream.csi.values()):
+    _parameters = inspect.signature(getattr(pyte.Screen, _name)).parameters.values()
+    if not any(p.name == "private" or p.kind is p.VAR_KEYWORD for p in _parameters):
+        setattr(_Screen, _name, _public_only(_name))
+
+
+__all__ = ["Rendered", "full_screen_lines", "needs_rendering", "render", "terminal_output"]

@@ -13,6 +13,12 @@ the chunks' counts is the count of the whole text. Only a text with no such plac
 whole chunk (one enormous line) is cut elsewhere, which can shift the count by a token
 at each cut. tiktoken lets go of the GIL while it encodes, so the chunks of a text of many
 megabytes are counted on a few threads at once.
+
+Counting every token of a huge output still takes about a second per 5-10 MB, and the count of
+an output that is evicted at arrival is only reported: what enters the view is its preview,
+counted exactly. `sampled_count` therefore estimates a text longer than `EXACT_UP_TO_CHARS`
+from `SAMPLES` evenly spaced pieces (`SAMPLE_CHARS` in all), in time bounded whatever the
+text's size; the caller counts exactly what it keeps.
 """
 
 from __future__ import annotations
@@ -40,6 +46,17 @@ COUNT_THREADS = min(4, os.cpu_count() or 1)
 
 PARALLEL_CHUNKS = 8
 """Below this many chunks (2 MiB of text), a thread pool costs more than it saves."""
+
+
+EXACT_UP_TO_CHARS = 1 << 20
+"""`sampled_count` counts texts up to this many characters exactly."""
+
+SAMPLE_CHARS = 1 << 18
+"""Characters `sampled_count` counts of a longer text, in `SAMPLES` evenly spaced pieces."""
+
+SAMPLES = 32
+"""Pieces a longer text's estimate is counted from: spread over the whole text, so a log whose lines change along
+the way is weighed along the way."""
 
 
 class TextCounter(Protocol):
@@ -122,6 +139,20 @@ def chunk_end(text: str, start: int, size: int) -> int:
     return limit
 
 
+def sampled_count(counter: Any, text: str, exact_up_to: int = EXACT_UP_TO_CHARS) -> tuple[int, bool]:
+    """`(tokens, exact)`: `counter(text)` when `text` has at most `exact_up_to` characters (or the counter is the
+    character estimate, which costs nothing); else an estimate from `SAMPLES` evenly spaced pieces of `text`,
+    `SAMPLE_CHARS` in all, scaled to its length (each piece cut anywhere, which shifts the estimate by a token or
+    two per piece: nothing against millions)."""
+    if len(text) <= exact_up_to or isinstance(counter, ApproximateCounter):
+        return counter(text), True
+    piece = SAMPLE_CHARS // SAMPLES
+    stride = (len(text) - piece) / (SAMPLES - 1)
+    starts = [round(index * stride) for index in range(SAMPLES)]
+    sampled = sum(counter(text[start : start + piece]) for start in starts)
+    return round(sampled * len(text) / (piece * SAMPLES)), False
+
+
 def counter_key(counter: Any) -> str | None:
     """What identifies `counter`'s counts, or `None` for an anonymous callable (its counts cannot be reused)."""
     key = getattr(counter, "key", None)
@@ -160,7 +191,10 @@ def default_counter(choice: str | None = None) -> TextCounter:
 
 __all__ = [
     "CHUNK_CHARS",
+    "EXACT_UP_TO_CHARS",
     "OFFLINE_ENCODING",
+    "SAMPLES",
+    "SAMPLE_CHARS",
     "TOKENIZER_ENV",
     "ApproximateCounter",
     "TextCounter",
@@ -168,4 +202,5 @@ __all__ = [
     "chunk_end",
     "counter_key",
     "default_counter",
+    "sampled_count",
 ]

@@ -41,6 +41,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from ctxwarden.core.caches import BoundedDict, ObjectCache
 from ctxwarden.core.counters import (
+    EXACT_UP_TO_CHARS,
     OFFLINE_ENCODING,
     TOKENIZER_ENV,
     ApproximateCounter,
@@ -48,6 +49,7 @@ from ctxwarden.core.counters import (
     TiktokenCounter,
     counter_key,
     default_counter,
+    sampled_count,
 )
 from ctxwarden.core.list_totals import ListTotals
 from ctxwarden.core.stamp import COUNT_KEY, carried, count_record
@@ -140,6 +142,30 @@ class TokenMeter:
                 self._by_content.put(key, tokens)
         self._by_object.put(message, tokens)
         return tokens
+
+    def estimate_tokens(self, message: BaseMessage) -> tuple[int, bool]:
+        """`(tokens, exact)` of a message without tool calls: its count when known (cached or carried) or its text
+        short, else an estimate from samples of its text (`core.counters.sampled_count`), neither counted whole nor
+        cached. For an output that arrives huge and leaves the view at once, whose count is only reported."""
+        if _text_chars(message.content) <= EXACT_UP_TO_CHARS or getattr(message, "tool_calls", None):
+            return self.message_tokens(message), True  # what every message but a huge one takes, caches and all
+        known = self._by_object.get(message)
+        if known is not None:
+            return known, True
+        if self.count_key is not None and carried(message, self.count_key) is not None:
+            return self.message_tokens(message), True
+        exact = True
+
+        def count(text: str) -> int:
+            nonlocal exact
+            tokens, whole = sampled_count(self.counter, text)
+            exact = exact and whole
+            return tokens
+
+        tokens = self._count_message(message, count)
+        if exact:
+            self._by_object.put(message, tokens)
+        return tokens, exact
 
     def count_apart(self, message: BaseMessage) -> int:
         """Tokens of a message without tool calls, counted without reading or filling a cache: what a background
@@ -272,12 +298,12 @@ class TokenMeter:
         self._args_by_object.put(message, sizes)
         return sizes
 
-    def _count_message(self, message: BaseMessage) -> int:
+    def _count_message(self, message: BaseMessage, count: Callable[[str], int] | None = None) -> int:
         role = _ROLES.get(message.type, message.type)
         role_tokens = self._roles.get(role)
         if role_tokens is None:
             role_tokens = self._roles[role] = self.counter(role)
-        tokens = self.tokens_per_message + role_tokens + self._content_tokens(message.content)
+        tokens = self.tokens_per_message + role_tokens + self._content_tokens(message.content, count or self.counter)
         if message.name:
             tokens += self.counter(message.name)
         calls = getattr(message, "tool_calls", None)
@@ -286,15 +312,15 @@ class TokenMeter:
             tokens += sum(self.counter(str(call.get("name", ""))) for call in calls) + sum(sizes)
         return tokens
 
-    def _content_tokens(self, content: str | list[Any]) -> int:
+    def _content_tokens(self, content: str | list[Any], count: Callable[[str], int]) -> int:
         if isinstance(content, str):
-            return self.counter(content)
+            return count(content)
         tokens = 0
         for block in content:
             if isinstance(block, str):
-                tokens += self.counter(block)
+                tokens += count(block)
             elif isinstance(block, dict) and block.get("type") == "text":
-                tokens += self.counter(str(block.get("text", "")))
+                tokens += count(str(block.get("text", "")))
             elif isinstance(block, dict) and block.get("type") in {"image", "image_url"}:
                 tokens += self.tokens_per_image
             else:
@@ -308,6 +334,14 @@ _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _text_chars(content: str | list[Any]) -> int:
+    """Characters of a message's text (its string, or its text blocks), without copying any."""
+    if isinstance(content, str):
+        return len(content)
+    sizes = (b if isinstance(b, str) else b.get("text", "") if isinstance(b, dict) else "" for b in content)
+    return sum(len(size) if isinstance(size, str) else 0 for size in sizes)
 
 
 def _content_key(message: BaseMessage) -> tuple[Any, ...]:

@@ -7,9 +7,11 @@ sibling just to read a message.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 from langchain_core.messages import BaseMessage
 
@@ -72,6 +74,93 @@ def decode(data: bytes) -> str:
     return data.decode("utf-8", "surrogatepass")
 
 
+_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+"""Where `str.splitlines` ends a line (`\\r\\n` is one break)."""
+
+_OTHER_BREAK = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+CHUNK_CHARS = 1 << 16
+"""`TextLines` splits a text into lines this many characters (and the rest of a line) at a time."""
+
+
+class TextLines(Sequence[str]):
+    """`text.splitlines()`, without holding every line at once.
+
+    A list of a text's lines costs about 60 bytes a line on top of the text: 20 MB of short lines
+    would need ten times their size. This sequence keeps where each chunk of about `CHUNK_CHARS`
+    characters begins and how many lines it holds (found by counting line breaks, in C), and splits
+    only the chunk a line is read from, keeping the last two split: reading lines in order (or
+    going back and forth between a first and a last line) splits each chunk once, and memory stays
+    a few chunks above the text, whatever its number of lines.
+    """
+
+    __slots__ = ("_cached", "_chunk_chars", "_firsts", "_starts", "text", "total")
+
+    def __init__(self, text: str, chunk_chars: int = CHUNK_CHARS) -> None:
+        self.text = text
+        self._chunk_chars = chunk_chars
+        self._starts: list[int] = []  # where each chunk begins in `text`
+        self._firsts: list[int] = []  # the index of each chunk's first line
+        self._cached: dict[int, list[str]] = {}  # the two chunks split last (a preview goes back and forth)
+        position = total = 0
+        while position < len(text):
+            found = _LINE_BREAK.search(text, min(len(text), position + chunk_chars))
+            end = len(text) if found is None else found.end()
+            if end < len(text) and text[end - 1] == "\r" and text[end] == "\n":
+                end += 1
+            self._starts.append(position)
+            self._firsts.append(total)
+            if _OTHER_BREAK.search(text, position, end) is None:  # only `\n`: counted, not split
+                total += text.count("\n", position, end) + (text[end - 1] != "\n")
+            else:
+                total += len(text[position:end].splitlines())
+            position = end
+        self.total = total
+
+    def __len__(self) -> int:
+        return self.total
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self.total)
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            out: list[str] = []
+            while start < stop:
+                chunk = bisect.bisect_right(self._firsts, start) - 1
+                lines = self._chunk(chunk)
+                first = self._firsts[chunk]
+                out.extend(lines[start - first : stop - first])
+                start = first + len(lines)
+            return out
+        if index < 0:
+            index += self.total
+        if not 0 <= index < self.total:
+            raise IndexError(f"line {index} of a text of {self.total} lines")
+        chunk = bisect.bisect_right(self._firsts, index) - 1
+        return self._chunk(chunk)[index - self._firsts[chunk]]
+
+    def __iter__(self) -> Iterator[str]:
+        for chunk in range(len(self._starts)):
+            yield from self._chunk(chunk)
+
+    def _chunk(self, chunk: int) -> list[str]:
+        lines = self._cached.get(chunk)
+        if lines is None:
+            end = self._starts[chunk + 1] if chunk + 1 < len(self._starts) else len(self.text)
+            lines = self.text[self._starts[chunk] : end].splitlines()
+            if len(self._cached) >= 2:
+                del self._cached[next(iter(self._cached))]
+            self._cached[chunk] = lines
+        return lines
+
+
 def error_line(text: str) -> str | None:
     """The line that best says why an output failed (the last failure line), stripped; `None` if it did not.
 
@@ -100,9 +189,11 @@ def cut_middle(text: str, max_chars: int) -> str:
 
 
 __all__ = [
+    "CHUNK_CHARS",
     "FAILURE",
     "TOKEN",
     "TOKEN_DEFINITION",
+    "TextLines",
     "content_text",
     "cut_middle",
     "decode",
