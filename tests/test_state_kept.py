@@ -163,7 +163,8 @@ def test_a_fork_gets_the_parents_other_state_and_can_recall_what_it_evicted(stat
         child.switch_model(scripted_model([recall_reply, AIMessage("got it")], window=200_000))
         out = child.invoke("recall the build log")
         recalled = next(m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "r1")
-        assert BIG.startswith(str(recalled.content).rpartition("\n\n[ctxwarden: characters ")[0])  # the original, page by page
+        page = str(recalled.content).rpartition("\n\n[ctxwarden: characters ")[0]
+        assert BIG.startswith(page)  # the original, page by page
         assert len(str(recalled.content)) > 40_000  # a page of it, not the preview
         child.close()
         assert parent.messages[-1].content == "built"  # the parent is untouched
