@@ -165,14 +165,14 @@ def test_the_bench_bills_a_request_by_the_prefix_it_shares_with_the_calls_before
     transcript = Asked(1, [asking("Summarize this transcript: " + "data " * 400)], [])
     seen = [SeenCall(6, call, tools, 1.0)]
     run = cast(Any, type("Run", (), {"asked": [in_place, transcript], "calls": seen}))
-    tokens, cost = _summarizer_bill(run, meter)
+    tokens, cached = _summarizer_bill(run, meter)
     prefix = meter.tools_tokens(tools) + sum(meter.message_tokens(m) for m in call)
     whole = meter.message_tokens(transcript.messages[0])
     assert tokens == prefix + meter.message_tokens(ask) + whole
-    assert cost == pytest.approx(0.1 * prefix + meter.message_tokens(ask) + whole)
+    assert cached == prefix  # the in-place request reads the call's prefix from the cache; the transcript nothing
     # made before any call, the same request shares nothing
     run.asked = [Asked(0, in_place.messages, tools)]
-    assert _summarizer_bill(run, meter)[1] == pytest.approx(prefix + meter.message_tokens(ask))
+    assert _summarizer_bill(run, meter) == (prefix + meter.message_tokens(ask), 0)
 
 
 def test_a_replay_hands_fold_requests_to_its_summaries_model_without_taking_a_step(

@@ -87,12 +87,12 @@ def client(served: ServedAgent) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def threads(client: Any) -> dict[str, Thread]:
-    """Two threads: `app` (three runs: 12 build steps, 4 more, a recall) and `lib` (6 steps, a recall)."""
+    """Two threads: `app` (three runs: 12 build steps, 12 more, a recall) and `lib` (6 steps, a recall)."""
     app = Thread(client.threads.create()["thread_id"])
     lib = Thread(client.threads.create()["thread_id"])
     _run(client, app, "build app in 12 steps")
     _run(client, lib, "build lib in 6 steps")
-    _run(client, app, "build docs in 4 steps")  # a second run on the same thread
+    _run(client, app, "build docs in 12 steps")  # a second run on the same thread: it grows to a second fold
     _run(client, app, "recall build-app-1-of-12")
     _run(client, lib, "recall build-lib-3-of-6")
     return {"app": app, "lib": lib}
@@ -113,10 +113,10 @@ def _events(served: ServedAgent, thread: Thread, kind: str | None = None) -> lis
 def test_every_run_finishes_and_the_second_run_continues_the_thread(client: Any, threads: dict[str, Thread]) -> None:
     values = _state(client, threads["app"])
     said = [m["content"] for m in values["messages"] if m["type"] == "ai" and not m.get("tool_calls")]
-    assert said == ["Built app: all 12 steps passed.", "Built docs: all 4 steps passed.", said[-1]]
+    assert said == ["Built app: all 12 steps passed.", "Built docs: all 12 steps passed.", said[-1]]
     assert said[-1].startswith("Recalled build-app-1-of-12: ")
     humans = [m["content"] for m in values["messages"] if m["type"] == "human"]
-    assert humans == ["build app in 12 steps", "build docs in 4 steps", "recall build-app-1-of-12"]
+    assert humans == ["build app in 12 steps", "build docs in 12 steps", "recall build-app-1-of-12"]
 
 
 def test_the_three_stream_modes_carry_tokens_steps_and_lifecycle_events(threads: dict[str, Thread]) -> None:

@@ -189,15 +189,12 @@ class Folder:
         return await arun(self.folding(given))
 
     def folding(self, given: FoldInput) -> Steps[FoldOutcome | None]:
-        """The fold of `given`: plan, write the history, summarize, build the view (the core of `fold`/`afold`)."""
+        """The fold of `given`: plan, summarize, write the history, build the view (the core of `fold`/`afold`)."""
         plan = self.plan(given)
         if plan is None:
             return None
-        error = yield from appending(self.backend, plan.path, plan.number, plan.section)
-        if error is not None and not given.forced:
-            return self._write_failed(plan, error)
         summary = yield from self._summarizing(plan, given)
-        return self._finish(plan, given, summary, error)
+        return (yield from self.applying(plan, given, summary))
 
     def apply(
         self, plan: FoldPlan, given: FoldInput, summary: Summary, gathered: Gathered | None = None
@@ -214,10 +211,16 @@ class Folder:
     def applying(
         self, plan: FoldPlan, given: FoldInput, summary: Summary, gathered: Gathered | None = None
     ) -> Steps[FoldOutcome]:
-        """The core of `apply`/`aapply`. `gathered` must be the facts of exactly `plan.folded_raw` after
-        `given.folds` (see `gathered`); without it they are gathered here."""
+        """The core of `apply`/`aapply` (`gathered`: the facts of exactly `plan.folded_raw` after `given.folds`, else
+        gathered here). Only a fold that is made writes its history, before its view is returned."""
+        gathered = gathered if gathered is not None else self.gathered(plan.folded_raw, given)
+        outcome = self._finish(plan, given, summary, None, gathered)
+        if outcome.record is None:  # held
+            return outcome
         error = yield from appending(self.backend, plan.path, plan.number, plan.section)
-        if error is not None and not given.forced:
+        if error is None:
+            return outcome
+        if not given.forced:
             return self._write_failed(plan, error)
         return self._finish(plan, given, summary, error, gathered)
 
