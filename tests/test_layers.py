@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 """Bottom to top. `ctxwarden` is the package's own `__init__` (the public API)."""
 
-LAZY_IMPORTS_ALLOWED = frozenset({"ctxwarden.cli"})
+LAZY_IMPORTS_ALLOWED = frozenset({"ctxwarden.cli", "ctxwarden.cli.trace_command"})
 """Modules that may import ctxwarden inside functions: the CLI entry point, to keep `--help` fast."""
 
 

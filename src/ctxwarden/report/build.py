@@ -47,7 +47,8 @@ from ctxwarden.thread.read import aread_values, read_values, state_dir_of, threa
 from ctxwarden.thread.remote import is_served
 from ctxwarden.thread.view import model_view
 from ctxwarden.thread.write import COMPACTED_AFTER
-from ctxwarden.trace.store import LIFECYCLE_KINDS, TraceStore, lifecycle_of, spend_of
+from ctxwarden.trace.store import LIFECYCLE_KINDS, TraceStore
+from ctxwarden.trace.totals import lifecycle_of, spend_of
 
 
 def build_report(

@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
 
 from ctxwarden.core.layers import CallBudget, PendingEvent
+from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.stamp import RECENT, last_stamped
 from ctxwarden.errors import is_context_overflow
 
@@ -97,4 +98,27 @@ def result_chars(result: ToolMessage | Command[Any] | None) -> int:
     return 0
 
 
-__all__ = ["asks_for_tools", "before_call_events", "failed_call_events", "result_chars", "tool_event"]
+def usage_event(message: AIMessage, budget: CallBudget, meter: TokenMeter) -> PendingEvent:
+    """The `model_usage` event of an answered call: the provider's reported usage, else the meter's estimate."""
+    usage = message.usage_metadata
+    payload: dict[str, Any] = {"role": "main", "window": budget.window.tokens, "measured_input_tokens": budget.used}
+    if usage and usage.get("input_tokens"):
+        details = usage.get("input_token_details") or {}
+        payload |= {
+            "input_tokens": usage["input_tokens"],
+            "output_tokens": usage.get("output_tokens", 0),
+            "cached_input_tokens": details.get("cache_read", 0) or 0,
+            "estimated": False,
+        }
+    else:
+        payload |= {
+            "input_tokens": budget.used,
+            "output_tokens": meter.message_tokens(message),
+            "cached_input_tokens": 0,
+            "estimated": True,
+        }
+    payload["fraction"] = round(payload["input_tokens"] / budget.window.tokens, 4)
+    return ("model_usage", payload, budget.window.model)
+
+
+__all__ = ["asks_for_tools", "before_call_events", "failed_call_events", "result_chars", "tool_event", "usage_event"]

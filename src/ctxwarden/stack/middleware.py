@@ -50,10 +50,17 @@ from ctxwarden.core.runtime import agent_tool, check_thread_id
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.stream import emit_layer_events
 from ctxwarden.core.window import resolve_window
-from ctxwarden.errors import ContextStillTooLargeError, WindowTooSmallError, is_context_overflow
+from ctxwarden.errors import is_context_overflow
 from ctxwarden.fold.tool import make_compact_tool
-from ctxwarden.stack.call_events import asks_for_tools, before_call_events, failed_call_events, tool_event
+from ctxwarden.stack.call_events import (
+    asks_for_tools,
+    before_call_events,
+    failed_call_events,
+    tool_event,
+    usage_event,
+)
 from ctxwarden.stack.pick import ModelPicker
+from ctxwarden.stack.refusals import still_too_large, with_room
 from ctxwarden.stack.search_scope import ThreadScope
 from ctxwarden.stack.tool_copies import ToolInstances
 from ctxwarden.thread.history import history_start
@@ -154,7 +161,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         with FOREGROUND.call():  # the stack's background work waits meanwhile (`core.foreground`)
             started = history_start(request.state)  # before any event: the report counts from here
             request = self._picked(request)
-            shaped = _Shaped(request, _with_room(self.budget(request, force=force)))
+            shaped = _Shaped(request, with_room(self.budget(request, force=force)))
             shaped.state.update(started)
             measure = functools.partial(self.budget, force=force)
             for layer in (*self.layers, self.note):
@@ -166,7 +173,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         with FOREGROUND.call():
             started = history_start(request.state)  # before any event: the report counts from here
             request = self._picked(request)
-            shaped = _Shaped(request, _with_room(self.budget(request, force=force)))
+            shaped = _Shaped(request, with_room(self.budget(request, force=force)))
             shaped.state.update(started)
             measure = functools.partial(self.budget, force=force)
             for layer in (*self.layers, self.note):
@@ -203,7 +210,7 @@ class ContextWindowMiddleware(AgentMiddleware):
             except Exception as again:
                 self.recorder.record_all(failed_call_events(again, shaped.budget))
                 if is_context_overflow(again):
-                    raise _still_too_large(first, shaped, again) from again
+                    raise still_too_large(first.budget, shaped.budget, shaped.applied, again) from again
                 raise
         with FOREGROUND.call():  # the trace written in the call too: background work waits for it
             self._answer(shaped.request)
@@ -243,7 +250,7 @@ class ContextWindowMiddleware(AgentMiddleware):
             except Exception as again:
                 await self.recorder.arecord_all(failed_call_events(again, shaped.budget))
                 if is_context_overflow(again):
-                    raise _still_too_large(first, shaped, again) from again
+                    raise still_too_large(first.budget, shaped.budget, shaped.applied, again) from again
                 raise
         with FOREGROUND.call():
             self._answer(shaped.request)
@@ -281,13 +288,13 @@ class ContextWindowMiddleware(AgentMiddleware):
             return response, inner
         if isinstance(response, AIMessage):
             stamped = self._stamp(response, shaped)
-            return stamped, [self._usage_event(stamped, shaped.budget)]
+            return stamped, [usage_event(stamped, shaped.budget, self.meter)]
         messages = list(response.result)
         events: list[PendingEvent] = []
         for i in range(len(messages) - 1, -1, -1):
             if isinstance(messages[i], AIMessage):
                 messages[i] = self._stamp(messages[i], shaped)
-                events.append(self._usage_event(messages[i], shaped.budget))
+                events.append(usage_event(messages[i], shaped.budget, self.meter))
                 break
         return ModelResponse(result=messages, structured_response=response.structured_response), events
 
@@ -306,27 +313,6 @@ class ContextWindowMiddleware(AgentMiddleware):
             }
         )
         return cast(AIMessage, self.meter.carry(message, {METADATA_KEY: record}))  # one copy: stamp and count
-
-    def _usage_event(self, message: AIMessage, budget: CallBudget) -> PendingEvent:
-        usage = message.usage_metadata
-        payload: dict[str, Any] = {"role": "main", "window": budget.window.tokens, "measured_input_tokens": budget.used}
-        if usage and usage.get("input_tokens"):
-            details = usage.get("input_token_details") or {}
-            payload |= {
-                "input_tokens": usage["input_tokens"],
-                "output_tokens": usage.get("output_tokens", 0),
-                "cached_input_tokens": details.get("cache_read", 0) or 0,
-                "estimated": False,
-            }
-        else:
-            payload |= {
-                "input_tokens": budget.used,
-                "output_tokens": self.meter.message_tokens(message),
-                "cached_input_tokens": 0,
-                "estimated": True,
-            }
-        payload["fraction"] = round(payload["input_tokens"] / budget.window.tokens, 4)
-        return ("model_usage", payload, budget.window.model)
 
     # --- tool calls -------------------------------------------------------------
     def wrap_tool_call(
@@ -403,38 +389,8 @@ class _Shaped:
         emit_layer_events(edit.events)  # a client streaming `custom` sees each batch, fold and note as it happens
 
 
-def _with_room(budget: CallBudget) -> CallBudget:
-    """`budget`, unless its window cannot hold what every call sends before any message: no layer can make room there,
-    and a run would go on with every call over the window."""
-    measured = budget.measurement
-    fixed = round((measured.system + measured.tools) * measured.factor)
-    window = budget.window
-    if fixed < window.tokens:
-        return budget
-    raise WindowTooSmallError(
-        f"the window of {window.model} is {window.tokens:,} tokens, but the system prompt "
-        f"({measured.system:,} tokens) and the tool schemas ({measured.tools:,} tokens) alone take {fixed:,}: no "
-        "message would fit. Fix: pass the model's real window (ContextPolicy(window=...) well above "
-        f"{fixed:,}, e.g. {max(4 * fixed, 8_000):,}), or give the agent a shorter system prompt or fewer tools.",
-        window=window.tokens,
-        fixed=fixed,
-    )
-
-
 def _tool_name(request: ToolCallRequest) -> str:
     return str(request.tool_call.get("name") or "tool")
-
-
-def _still_too_large(first: _Shaped, retry: _Shaped, error: Exception) -> ContextStillTooLargeError:
-    window = retry.budget.window
-    tried = ", ".join(retry.applied) or "nothing left to clear or fold"
-    return ContextStillTooLargeError(
-        f"{window.model} refused the call as too long twice: first at about {first.budget.used:,} tokens "
-        f"(window {window.tokens:,}); ctxwarden then cleared and folded as far as it could ({tried}) down to about "
-        f"{retry.budget.used:,} tokens and retried once, and the provider refused again ({error}). "
-        "Fix: use a model with a larger window, or pass ContextPolicy(window=...) below what the provider accepts "
-        "so ctxwarden keeps every call smaller."
-    )
 
 
 __all__ = ["SLOT_NAME", "ContextWindowMiddleware"]

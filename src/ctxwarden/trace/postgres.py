@@ -51,10 +51,9 @@ from ctxwarden.trace.store import (
     batch_of,
     event_of,
     filters,
-    lifecycle_of,
     register_store,
-    spend_of,
 )
+from ctxwarden.trace.totals import lifecycle_of, spend_of
 from ctxwarden.trace.writer import flush_writes
 
 if TYPE_CHECKING:

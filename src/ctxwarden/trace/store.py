@@ -38,6 +38,7 @@ from ctxwarden.core.sqlite import open_shared, retry_when_locked
 from ctxwarden.errors import TraceError
 from ctxwarden.trace.chain import CHAIN_COLUMNS, ChainHead, chained, first_break, new_rows
 from ctxwarden.trace.migrations import MIGRATIONS, TRIGGERS, applied, migrate
+from ctxwarden.trace.totals import lifecycle_of, spend_of
 from ctxwarden.trace.writer import flush_writes
 
 T = TypeVar("T")
@@ -197,27 +198,6 @@ def filters(
         where.append(f"ts >= {placeholder}")
         args.append(since)
     return (" WHERE " + " AND ".join(where)) if where else "", args
-
-
-def spend_of(rows: Iterable[Sequence[Any]]) -> dict[str, dict[str, int]]:
-    """`spend()` from rows of (role, calls, input, output, cached input); an event without a role counts as `main`."""
-    return {
-        str(role or "main"): {
-            "calls": int(calls),
-            "input_tokens": int(inp or 0),
-            "output_tokens": int(out or 0),
-            "cached_input_tokens": int(cached or 0),
-        }
-        for role, calls, inp, out, cached in rows
-    }
-
-
-def lifecycle_of(rows: Iterable[Sequence[Any]]) -> dict[str, dict[str, int]]:
-    """`lifecycle()` from rows of (kind, count, tokens, freed)."""
-    return {
-        str(kind): {"count": int(n), "tokens": int(tokens or 0), "freed": int(freed or 0)}
-        for kind, n, tokens, freed in rows
-    }
 
 
 # --- SQLite: the embedded default ---------------------------------------------------------
@@ -401,8 +381,6 @@ __all__ = [
     "batch_of",
     "event_of",
     "filters",
-    "lifecycle_of",
     "new_event_id",
     "register_store",
-    "spend_of",
 ]

@@ -13,22 +13,12 @@ import json
 import os
 import sqlite3
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ctxwarden.cli.trace_command import KIND_ALIASES, damaged, event_kinds, fail, postgres_url, trace_command
 from ctxwarden.errors import CtxwardenError, WindowTooSmallError
-
-KIND_ALIASES = {"fold": "context_compaction", "clear": "context_clear", "evict": "eviction"}
-"""Short names `--kind` accepts for the lifecycle events (a fold is recorded as `context_compaction`)."""
-
-
-def event_kinds() -> tuple[str, ...]:
-    """Every event kind ctxwarden records, as `--kind` accepts them and the help lists them."""
-    from ctxwarden.trace import KINDS
-
-    return (*KINDS, "admit_problem")
 
 
 def _version() -> str:
@@ -152,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    commands = {"demo": _demo, "context": _context, "trace": _trace, "threads": _threads}
+    commands = {"demo": _demo, "context": _context, "trace": trace_command, "threads": _threads}
     try:
         return commands[args.command](args)
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as other commands do
@@ -163,27 +153,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _closed_pipe() -> None:
     raise BrokenPipeError
-
-
-def _fail(command: str, message: object) -> int:
-    sys.stderr.write(f"ctxwarden {command}: {message}\n")
-    return 2
-
-
-def _damaged(path: Path, exc: BaseException) -> str:
-    return (
-        f"the trace at {path} is damaged and cannot be read ({exc}). Fix: move it aside; the next run starts a "
-        "new one (the checkpoints are separate and unaffected)."
-    )
-
-
-def _postgres_url(url: str | None) -> str | None:
-    """`url` when it names Postgres; anything else is refused with the fix."""
-    from ctxwarden.trace.postgres import URL_SCHEMES
-
-    if url is not None and not url.startswith(URL_SCHEMES):
-        raise CtxwardenError(f"--url {url!r} is not a postgresql:// URL. Fix: pass postgresql://USER@HOST:PORT/DB.")
-    return url
 
 
 def _context(args: argparse.Namespace) -> int:
@@ -197,16 +166,16 @@ def _context(args: argparse.Namespace) -> int:
     try:
         if _server_url(args.url):  # a LangGraph server's thread
             report = _served_report(args.url, config, args.trace or (path if path.is_file() else None))
-        elif _postgres_url(args.url) is None:
+        elif postgres_url(args.url) is None:
             report = context_report(args.state_dir, config, trace=TraceStore(path) if path.is_file() else None)
         else:
             report = _postgres_report(args.url, config)
     except (TraceError, sqlite3.DatabaseError) as exc:
-        return _fail("context", _damaged(path, exc))
+        return fail("context", damaged(path, exc))
     except CtxwardenError as exc:
-        return _fail("context", exc)
+        return fail("context", exc)
     except Exception as exc:  # e.g. the database refused the connection
-        return _fail("context", f"{type(exc).__name__}: {exc}")
+        return fail("context", f"{type(exc).__name__}: {exc}")
     if args.json:
         sys.stdout.write(json.dumps(report.to_dict()) + "\n")
     else:
@@ -241,7 +210,7 @@ def _threads(args: argparse.Namespace) -> int:
     try:
         saver = open_state_dir(args.state_dir)
     except UnknownThreadError as exc:
-        return _fail("threads", exc)
+        return fail("threads", exc)
     path = args.state_dir / TRACE_FILE
     rows: list[dict[str, Any]] = []
     try:
@@ -253,7 +222,7 @@ def _threads(args: argparse.Namespace) -> int:
                     trace=TraceStore(path) if path.is_file() else None,
                 )
             except (TraceError, sqlite3.DatabaseError) as exc:
-                return _fail("threads", _damaged(path, exc))
+                return fail("threads", damaged(path, exc))
             except CtxwardenError as exc:  # a thread with no measured call yet
                 rows.append({"thread_id": thread, "error": str(exc)})
                 continue
@@ -290,19 +259,6 @@ def _threads(args: argparse.Namespace) -> int:
     return 0
 
 
-def _kinds(asked: list[str] | None, seen: set[str]) -> tuple[set[str] | None, str | None]:
-    """The event kinds `--kind` asks for (aliases resolved), or an error naming the kinds there are."""
-    if not asked:
-        return None, None
-    known = {*event_kinds(), *seen}
-    wanted = {KIND_ALIASES.get(kind, kind) for kind in asked}
-    unknown = sorted(kind for kind in asked if KIND_ALIASES.get(kind, kind) not in known)
-    if unknown:
-        listing = ", ".join([*sorted(known), *(f"{a} (= {k})" for a, k in KIND_ALIASES.items())])
-        return None, f"unknown event kind {', '.join(map(repr, unknown))}. Kinds: {listing}."
-    return wanted, None
-
-
 def _server_url(url: str | None) -> bool:
     from ctxwarden.thread.remote import is_server_url
 
@@ -331,88 +287,6 @@ def _postgres_report(url: str, config: Any) -> Any:
             return context_report(saver, config, trace=trace)
     finally:
         trace.close()
-
-
-def _trace(args: argparse.Namespace) -> int:
-    from ctxwarden.core.layout import TRACE_FILE
-    from ctxwarden.errors import TraceError
-    from ctxwarden.trace import TraceStore
-
-    try:
-        url = _postgres_url(args.url)
-    except CtxwardenError as exc:
-        return _fail("trace", exc)
-    path = args.state_dir / TRACE_FILE
-    if url is None and not path.is_file():
-        return _fail("trace", f"no trace at {path}. Fix: pass the --state-dir the agent ran with.")
-    if not args.verify and not args.thread:
-        return _fail("trace", "which thread? Fix: pass --thread ID (ctxwarden threads lists them), or --verify.")
-    store = TraceStore(url or path)
-    if args.verify:
-        return _verify(store, path, as_json=args.json)
-    try:
-        known = store.threads()
-        if args.thread not in known:
-            listing = ", ".join(known[:10]) + (" …" if len(known) > 10 else "") if known else "none"
-            where = store.location
-            return _fail("trace", f"thread {args.thread!r} has no events in {where}. Known threads: {listing}.")
-        events = store.events(thread_id=args.thread)
-    except (TraceError, sqlite3.DatabaseError) as exc:
-        return _fail("trace", _damaged(path, exc))
-    finally:
-        store.close()
-    wanted, problem = _kinds(args.kind, {event.kind for event in events})
-    if problem is not None:
-        return _fail("trace", problem)
-    for event in events:
-        if wanted is not None and event.kind not in wanted:
-            continue
-        if args.json:
-            row = {
-                "id": event.id,
-                "ts": event.ts,
-                "thread_id": event.thread_id,
-                "namespace": event.namespace,
-                "run_id": event.run_id,
-                "kind": event.kind,
-                "model": event.model,
-                "payload": dict(event.payload),
-            }
-            sys.stdout.write(json.dumps(row) + "\n")
-        else:
-            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.ts))
-            where = f" [{event.namespace}]" if event.namespace else ""
-            model = f" {event.model}" if event.model else ""
-            payload = json.dumps(dict(event.payload), separators=(",", ":"))
-            sys.stdout.write(f"{when} {event.kind}{model}{where} {payload}\n")
-    return 0
-
-
-def _verify(store: Any, path: Path, *, as_json: bool) -> int:
-    """`trace --verify`: 0 and the head when the trace is sound, 1 and each problem when not, 2 when unreadable."""
-    from ctxwarden.errors import TraceError
-
-    try:
-        problems = store.verify()
-        head = None if problems else store.head()
-    except (TraceError, sqlite3.DatabaseError) as exc:
-        return _fail("trace", _damaged(path, exc))
-    finally:
-        store.close()
-    if as_json:
-        found = {"location": store.location, "ok": not problems, "problems": problems}
-        if head is not None:
-            found["head"] = {"seq": head.seq, "id": head.id, "hash": head.hash}
-        sys.stdout.write(json.dumps(found) + "\n")
-    elif head is not None:
-        sys.stdout.write(
-            f"the trace at {store.location} is intact: {head.seq:,} events chained; head #{head.seq} "
-            f"{head.id or '(empty)'} {head.hash}\n"
-        )
-    else:
-        listed = "".join(f"\n  - {problem}" for problem in problems)
-        sys.stderr.write(f"ctxwarden trace: the trace at {store.location} fails verification:{listed}\n")
-    return 1 if problems else 0
 
 
 def _demo(args: argparse.Namespace) -> int:
