@@ -213,7 +213,7 @@ def test_sequences_pyte_cannot_read_leave_the_output_arriving(tmp_path: Path) ->
     assert "private colour up" in shown
     assert "digits" in shown
     assert shown.rstrip().endswith("end")
-    out = _arrive(_core(tmp_path), raw)
+    out = _arrive(_core(tmp_path), raw * 40)  # long enough that rendering pays for its note
     assert "private colour up" in str(out.content)
 
 

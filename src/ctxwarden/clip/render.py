@@ -192,6 +192,8 @@ class Arrival:
             }
         )
         tokens, _counted = self.meter.estimate_tokens(arrived)  # eviction counts it whole if it stays in view
+        if scheme == "strict" and tokens >= raw_tokens:  # a few codes cost less than the note that would replace them
+            return None
         event = {
             "tool": tool,
             "raw_path": raw_path,
