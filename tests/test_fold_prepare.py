@@ -379,6 +379,20 @@ def test_the_fold_is_drafted_only_while_a_preparation_is_kept_and_the_fold_is_tw
     assert preparer.drafting(key, _budget(6_800)) is False
 
 
+def test_the_fold_is_drafted_when_one_result_below_the_eviction_threshold_would_bring_it() -> None:
+    """A thread that grew little lately can take one large step: any tool result up to `evict_over` (1,000 tokens on
+    this window) arrives whole, so a fold that close is drafted, whatever the recent growth says."""
+    preparer = Preparer(cast(Any, None))
+    key = ("slow", "")
+    for used in (7_400, 7_450, 7_500, 7_550):  # +50 a call; the fold is at 8,500
+        preparer.due(key, _budget(used))
+    preparer._prepared[key] = cast(Any, object())
+    assert _budget(7_550).evict_over == 1_000
+    assert preparer.drafting(key, _budget(7_550)) is True  # 7,550 + 1,000 reaches 8,500 (2 x 50 does not)
+    preparer.due(key, _budget(7_400))
+    assert preparer.drafting(key, _budget(7_400)) is False  # 7,400 + 1,000 falls short, and so does 2 x 50
+
+
 def test_an_extension_leaves_errors_to_the_facts_and_keeps_a_few_lines_a_section() -> None:
     later: list[Any] = []
     for i in range(12):

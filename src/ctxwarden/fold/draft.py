@@ -35,7 +35,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from ctxwarden.core.identity import fingerprint
 from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.engine import Folder, FoldInput, Gathered
-from ctxwarden.fold.state import is_summary, summary_message
+from ctxwarden.fold.state import is_summary, originals, summary_message
 from ctxwarden.fold.summarize import Summary, deterministic_summary
 
 if TYPE_CHECKING:
@@ -128,10 +128,10 @@ class Drafts:
         candidates = [*(i for i in range(first, len(view)) if _boundary(view[i])), len(view)]
         if len(candidates) > MAX_DRAFTS:
             candidates = candidates[: MAX_DRAFTS // 2] + candidates[-(MAX_DRAFTS - MAX_DRAFTS // 2) :]
-        by_id = {m.id: m for m in given.thread}
+        raw = originals(given.thread, view[start:])
         kept: dict[str | None, Draft] = {}
         for cut in candidates:
-            folded_raw = [by_id.get(m.id, m) for m in view[start:cut]]
+            folded_raw = raw[: cut - start]
             if len(folded_raw) < self.prepared or not folded_raw:
                 continue
             upto = folded_raw[-1].id
