@@ -25,7 +25,7 @@ from ctxwarden.core.window import Window
 from ctxwarden.fold import SECTIONS, Folds, is_summary
 from ctxwarden.fold import engine as fold_engine
 from ctxwarden.fold.cut import choose_cut
-from ctxwarden.fold.draft import EXTENSION_MAX_LINES, Drafts, extension
+from ctxwarden.fold.draft import EXTENSION_MAX_LINES, MAX_DRAFTS, Drafts, extension
 from ctxwarden.fold.engine import Folder, FoldInput
 from ctxwarden.fold.facts import Facts, gather
 from ctxwarden.fold.layer import FoldLayer
@@ -35,6 +35,7 @@ from ctxwarden.replay import ScriptedChatModel, scripted_model
 from ctxwarden.stack.middleware import ContextWindowMiddleware
 from ctxwarden.thread import compact
 from ctxwarden.trace import TraceStore
+from spies import note_calls
 from views import Views
 
 WINDOW = 6_000
@@ -363,6 +364,42 @@ def test_a_draft_serves_the_cut_the_next_step_brings_and_never_a_changed_thread(
     ]
     assert drafts.get(edited, WINDOW) is None  # same ids, other content: stale, never applied
     assert drafts.get(after[:cut], WINDOW * 2) is None  # another window renders the facts otherwise
+
+
+def test_every_cut_the_next_step_could_bring_is_drafted_over_a_few_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More candidate cuts than one pass drafts: the first pass drafts the cut of a large next step and the nearest
+    ones, the next passes the rest, reusing what the ones before made; none is left out for good."""
+    folder = Folder(ContextPolicy(), TokenMeter(), None)
+    summary: concurrent.futures.Future[Summary] = concurrent.futures.Future()
+    summary.set_result(Summary("## Session intent\n- parse", "summarizer", False))
+    view = [HumanMessage("Fix the parser.", id="u0")]
+    for i in range(60):  # small steps: many turn boundaries within the kept tail
+        view += [
+            AIMessage("", tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"f{i}"}], id=f"a{i}"),
+            ToolMessage(f"page {i}", tool_call_id=f"f{i}", id=f"t{i}"),
+        ]
+    start = folder.start(view, WINDOW)
+    now = choose_cut(view, folder.meter, int(WINDOW * ContextPolicy().fold_keep_share), start)
+    assert now is not None
+    cuts = [len(view), *(i for i in range(now, len(view)) if isinstance(view[i], AIMessage))]
+    assert len(cuts) > MAX_DRAFTS
+    drafts = Drafts(prepared=3)
+    made = note_calls(monkeypatch, Drafts, "_make", lambda _drafts, _folder, _given, folded_raw: len(folded_raw))
+    assert drafts.start(folder, _given(view), summary) is not None
+    assert drafts.wait(timeout=30)
+    assert len(made) == MAX_DRAFTS
+    assert drafts.get(view[start:], WINDOW) is not None  # a large next step: the whole view folded
+    assert [drafts.get(view[start:cut], WINDOW) is not None for cut in cuts[1:MAX_DRAFTS]] == [True] * (MAX_DRAFTS - 1)
+    passes = 1
+    while len(made) < len(cuts):  # each later pass makes only the ones left, at most MAX_DRAFTS
+        before = len(made)
+        assert drafts.start(folder, _given(view), summary) is not None
+        assert drafts.wait(timeout=30)
+        assert 0 < len(made) - before <= MAX_DRAFTS
+        passes += 1
+    assert passes == -(-len(cuts) // MAX_DRAFTS)
+    assert sorted(made) == sorted(cut - start for cut in cuts)  # none made twice
+    assert all(drafts.get(view[start:cut], WINDOW) is not None for cut in cuts)
 
 
 def test_the_fold_is_drafted_only_while_a_preparation_is_kept_and_the_fold_is_two_calls_away() -> None:
