@@ -25,6 +25,10 @@ def test_the_benchmark_reports_every_fold_of_each_strategy(tmp_path: Path, capsy
     # every ctxwarden fold is traced with how long it waited for its prepared summary
     assert len(runs["ctxwarden"]["waited_ms"]) == len(runs["ctxwarden"]["fold_ms"])
     assert runs["deepagents"]["waited_ms"] is None
+    # and whether its facts section was drafted ahead (whether a draft is ready depends on the pacing: not tested)
+    assert len(runs["ctxwarden"]["drafted"]) == len(runs["ctxwarden"]["fold_ms"])
+    assert figures["summary"]["ctxwarden"]["drafted"] == sum(runs["ctxwarden"]["drafted"])
+    assert runs["deepagents"]["drafted"] is None
     assert runs["deepagents"]["summarizer_calls"] == len(runs["deepagents"]["fold_ms"])
     summary = figures["summary"]["ctxwarden"]
     assert summary["folds"] == len(runs["ctxwarden"]["fold_ms"])

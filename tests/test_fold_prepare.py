@@ -25,7 +25,7 @@ from ctxwarden.core.window import Window
 from ctxwarden.fold import SECTIONS, Folds, is_summary
 from ctxwarden.fold import engine as fold_engine
 from ctxwarden.fold.cut import choose_cut
-from ctxwarden.fold.draft import EXTENSION_MAX_LINES, Drafts, extension
+from ctxwarden.fold.draft import EXTENSION_MAX_LINES, MAX_DRAFTS, Drafts, extension
 from ctxwarden.fold.engine import Folder, FoldInput
 from ctxwarden.fold.facts import Facts, gather
 from ctxwarden.fold.layer import FoldLayer
@@ -35,6 +35,7 @@ from ctxwarden.replay import ScriptedChatModel, scripted_model
 from ctxwarden.stack.middleware import ContextWindowMiddleware
 from ctxwarden.thread import compact
 from ctxwarden.trace import TraceStore
+from spies import note_calls
 from views import Views
 
 WINDOW = 6_000
@@ -365,6 +366,42 @@ def test_a_draft_serves_the_cut_the_next_step_brings_and_never_a_changed_thread(
     assert drafts.get(after[:cut], WINDOW * 2) is None  # another window renders the facts otherwise
 
 
+def test_every_cut_the_next_step_could_bring_is_drafted_over_a_few_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More candidate cuts than one pass drafts: the first pass drafts the cut of a large next step and the nearest
+    ones, the next passes the rest, reusing what the ones before made; none is left out for good."""
+    folder = Folder(ContextPolicy(), TokenMeter(), None)
+    summary: concurrent.futures.Future[Summary] = concurrent.futures.Future()
+    summary.set_result(Summary("## Session intent\n- parse", "summarizer", False))
+    view = [HumanMessage("Fix the parser.", id="u0")]
+    for i in range(60):  # small steps: many turn boundaries within the kept tail
+        view += [
+            AIMessage("", tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"f{i}"}], id=f"a{i}"),
+            ToolMessage(f"page {i}", tool_call_id=f"f{i}", id=f"t{i}"),
+        ]
+    start = folder.start(view, WINDOW)
+    now = choose_cut(view, folder.meter, int(WINDOW * ContextPolicy().fold_keep_share), start)
+    assert now is not None
+    cuts = [len(view), *(i for i in range(now, len(view)) if isinstance(view[i], AIMessage))]
+    assert len(cuts) > MAX_DRAFTS
+    drafts = Drafts(prepared=3)
+    made = note_calls(monkeypatch, Drafts, "_make", lambda _drafts, _folder, _given, folded_raw: len(folded_raw))
+    assert drafts.start(folder, _given(view), summary) is not None
+    assert drafts.wait(timeout=30)
+    assert len(made) == MAX_DRAFTS
+    assert drafts.get(view[start:], WINDOW) is not None  # a large next step: the whole view folded
+    assert [drafts.get(view[start:cut], WINDOW) is not None for cut in cuts[1:MAX_DRAFTS]] == [True] * (MAX_DRAFTS - 1)
+    passes = 1
+    while len(made) < len(cuts):  # each later pass makes only the ones left, at most MAX_DRAFTS
+        before = len(made)
+        assert drafts.start(folder, _given(view), summary) is not None
+        assert drafts.wait(timeout=30)
+        assert 0 < len(made) - before <= MAX_DRAFTS
+        passes += 1
+    assert passes == -(-len(cuts) // MAX_DRAFTS)
+    assert sorted(made) == sorted(cut - start for cut in cuts)  # none made twice
+    assert all(drafts.get(view[start:cut], WINDOW) is not None for cut in cuts)
+
+
 def test_the_fold_is_drafted_only_while_a_preparation_is_kept_and_the_fold_is_two_calls_away() -> None:
     """Each draft is a pass over the folded turns: made for a fold within two calls of the largest recent growth, not
     for one many calls away (it would be made again before it), and never without a summary being prepared."""
@@ -377,6 +414,20 @@ def test_the_fold_is_drafted_only_while_a_preparation_is_kept_and_the_fold_is_tw
     assert preparer.drafting(key, _budget(7_100)) is True  # 7,100 + 2 x 800 reaches 8,500
     preparer.due(key, _budget(6_800))  # clearing brought the call back down: 6,800 + 1,600 falls short
     assert preparer.drafting(key, _budget(6_800)) is False
+
+
+def test_the_fold_is_drafted_when_one_result_below_the_eviction_threshold_would_bring_it() -> None:
+    """A thread that grew little lately can take one large step: any tool result up to `evict_over` (1,000 tokens on
+    this window) arrives whole, so a fold that close is drafted, whatever the recent growth says."""
+    preparer = Preparer(cast(Any, None))
+    key = ("slow", "")
+    for used in (7_400, 7_450, 7_500, 7_550):  # +50 a call; the fold is at 8,500
+        preparer.due(key, _budget(used))
+    preparer._prepared[key] = cast(Any, object())
+    assert _budget(7_550).evict_over == 1_000
+    assert preparer.drafting(key, _budget(7_550)) is True  # 7,550 + 1,000 reaches 8,500 (2 x 50 does not)
+    preparer.due(key, _budget(7_400))
+    assert preparer.drafting(key, _budget(7_400)) is False  # 7,400 + 1,000 falls short, and so does 2 x 50
 
 
 def test_an_extension_leaves_errors_to_the_facts_and_keeps_a_few_lines_a_section() -> None:

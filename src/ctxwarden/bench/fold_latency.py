@@ -94,6 +94,8 @@ class Measured:
     error: str | None = None
     waited_ms: list[float] | None = None
     """ctxwarden only: per fold, how long it waited for a summary still being prepared (from the trace)."""
+    drafted: list[bool] | None = None
+    """ctxwarden only: per fold, whether its facts section was drafted ahead (else it was built on the call)."""
 
 
 def _agent(strategy: str, model: Any, tools: list[Any], folder: Path, summarizer: Any, recording: Recording) -> Any:
@@ -150,16 +152,20 @@ def measure(
         for i in _fold_calls(strategy, messages, summarizer)
         if i < min(len(timer.durations_ms), len(took))
     ]
-    waited = _waits(folder / "trace.sqlite") if strategy != "deepagents" else None
-    return Measured(Path(recording.source).name, strategy, len(took), folds, len(summarizer.calls), error, waited)
+    waited, drafted = _waits(folder / "trace.sqlite") if strategy != "deepagents" else (None, None)
+    name = Path(recording.source).name
+    return Measured(name, strategy, len(took), folds, len(summarizer.calls), error, waited, drafted)
 
 
-def _waits(trace: Path) -> list[float]:
-    """Per successful fold in the trace, how long it waited for its prepared summary (0 when it was not prepared)."""
+def _waits(trace: Path) -> tuple[list[float], list[bool]]:
+    """Per successful fold in the trace, how long it waited for its prepared summary (0 when it was not prepared),
+    and whether its facts section was drafted ahead."""
     store = TraceStore(trace)
     try:
-        events = store.events(kind="context_compaction")
-        return [float(e.payload.get("prepare_wait_ms") or 0) for e in events if e.payload.get("ok")]
+        events = [e for e in store.events(kind="context_compaction") if e.payload.get("ok")]
+        return [float(e.payload.get("prepare_wait_ms") or 0) for e in events], [
+            bool(e.payload.get("drafted")) for e in events
+        ]
     finally:
         store.close()
 
@@ -181,6 +187,7 @@ def summary(results: Sequence[Measured]) -> dict[str, dict[str, Any]]:
             "within_target": round(within / len(folds), 3) if folds else None,
             "summarizer_calls": sum(r.summarizer_calls for r in mine),
             "waited_for_summary": sum(ms >= 1 for r in mine for ms in r.waited_ms or ()),
+            "drafted": sum(sum(r.drafted or ()) for r in mine),
             "errors": [r.error for r in mine if r.error],
         }
     return out
@@ -230,6 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 summarizer_seconds=args.summarizer_seconds,
             )
             waits = f", waited for the summary {result.waited_ms}" if result.waited_ms is not None else ""
+            waits += f", drafted {result.drafted}" if result.drafted is not None else ""
             print(f"{result.session} {strategy}: {len(result.fold_ms)} folds, {result.fold_ms}{waits}", file=sys.stderr)
             results.append(result)
     figures = summary(results)

@@ -1,7 +1,7 @@
 """Per-call overhead of context management, state by state, against the stock middlewares.
 
     python -m ctxwarden.bench.overhead [--sizes 100000,200000,1000000] [--steps 25]
-        [--cases roomy,clearing,...] [--no-memory] [--json out.json] [--markdown out.md]
+        [--cases roomy,clearing,...] [--in-process | --no-freeze] [--no-memory] [--json out.json] [--markdown out.md]
 
 Two benchmarks:
 
@@ -9,7 +9,9 @@ Two benchmarks:
   `--steps` tool-calling steps, in each state ctxwarden's per-call path can be in, and
   with stock deepagents summarization and langchain context editing in the same slot.
   Per size and case: the hook's own time (first call of the resumed run apart, then
-  median and 95th percentile; wall and CPU) and the whole model step's overhead.
+  median and 95th percentile; wall and CPU) and the whole model step's overhead. Each
+  case is resumed in a fresh process from a SQLite checkpoint, after warming up on a
+  tiny thread (`bench.fresh`); `--in-process` resumes them all in this process instead.
 - **Memory** (`bench.footprint`, each in a fresh process): resident memory after the first
   and the hundredth evicted 2 MB output, and the peak while one 50 MiB output is evicted.
 
@@ -20,6 +22,7 @@ hook alone on a request growing by one message, with a model that answers at onc
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import platform
 import statistics
@@ -38,6 +41,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from ctxwarden.bench.footprint import measure_in_subprocess
+from ctxwarden.bench.fresh import run_case_fresh
 from ctxwarden.bench.meter import synthetic_history
 from ctxwarden.bench.resumed import CTXWARDEN_CASES, STOCK_CASES, run_all
 from ctxwarden.core.meter import TokenMeter
@@ -138,12 +142,13 @@ def markdown(rows: Sequence[dict[str, Any]], memory: dict[str, Any] | None) -> s
     for tokens in sorted({int(r["tokens"]) for r in rows}):
         out.append(f"\n**{tokens:,}-token history**\n")
         out.append(
-            "| case | hook first call | hook median | hook p95 | hook CPU median | step median | step p95 |\n"
-            "|---|---:|---:|---:|---:|---:|---:|"
+            "| case | hook first call | of it, collector | hook median | hook p95 | hook CPU median | step median "
+            "| step p95 |\n|---|---:|---:|---:|---:|---:|---:|---:|"
         )
         for r in (r for r in rows if r["tokens"] == tokens):
             out.append(
-                f"| {CASE_LABELS.get(r['case'], r['case'])} | {_ms(r['hook_first_ms'])} | {_ms(r['hook_median_ms'])} "
+                f"| {CASE_LABELS.get(r['case'], r['case'])} | {_ms(r['hook_first_ms'])} "
+                f"| {_ms(r.get('hook_first_gc_ms'))} | {_ms(r['hook_median_ms'])} "
                 f"| {_ms(r['hook_p95_ms'])} | {_ms(r['hook_cpu_median_ms'])} | {_ms(r['step_median_ms'])} "
                 f"| {_ms(r['step_p95_ms'])} |"
             )
@@ -164,6 +169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default=",".join(str(s) for s in STATE_SIZES), help="history sizes in tokens")
     parser.add_argument("--steps", type=int, default=25, help="tool-calling steps of each resumed run")
     parser.add_argument("--cases", default=",".join(CTXWARDEN_CASES + STOCK_CASES), help="cases to run")
+    parser.add_argument("--in-process", action="store_true", help="resume every case in this process (faster)")
+    parser.add_argument(
+        "--no-freeze", action="store_true", help="leave the warmed heap to the garbage collector (see bench.fresh)"
+    )
     parser.add_argument("--no-memory", action="store_true", help="skip the memory benchmark")
     parser.add_argument("--json", type=Path, help="write every figure here")
     parser.add_argument("--markdown", type=Path, help="write the tables here")
@@ -174,7 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASE_LABELS)}")
     print(f"{machine()}; {date.today().isoformat()}\n", flush=True)
-    rows = run_all(sizes, args.steps, cases, log=lambda line: print(line, flush=True))
+    runner = None if args.in_process else functools.partial(run_case_fresh, freeze=not args.no_freeze)
+    rows = run_all(sizes, args.steps, cases, log=lambda line: print(line, flush=True), runner=runner)
     memory = None
     if not args.no_memory:
         memory = {"growth": measure_in_subprocess("growth"), "peak": measure_in_subprocess("peak")}

@@ -22,6 +22,7 @@ checkpoint) is reported apart from the median and 95th percentile of the others.
 
 from __future__ import annotations
 
+import gc
 import math
 import statistics
 import tempfile
@@ -93,32 +94,56 @@ def percentile(values: list[float], share: float) -> float:
 
 
 # --- timing ---------------------------------------------------------------------------
-def time_hook(middleware: AgentMiddleware, wall: list[float], cpu: list[float] | None = None) -> None:
+class CollectorClock:
+    """Milliseconds the garbage collector has run since the clock was made (a `gc.callbacks` entry)."""
+
+    def __init__(self) -> None:
+        self.ms = 0.0
+        self._at = 0.0
+        gc.callbacks.append(self)
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._at = time.perf_counter()
+        else:
+            self.ms += (time.perf_counter() - self._at) * 1000
+
+
+def time_hook(
+    middleware: AgentMiddleware,
+    wall: list[float],
+    cpu: list[float] | None = None,
+    collector: list[float] | None = None,
+) -> None:
     """Record the hook's own time per call: its wall time minus the time inside the handler it calls.
 
     `cpu` gets the same in CPU time of the calling thread, which other processes on a busy
-    machine do not inflate.
+    machine do not inflate; `collector` the garbage collector's share of the hook's own time.
     """
     inner_hook = middleware.wrap_model_call
+    clock = CollectorClock() if collector is not None else None
 
     def timed(request: ModelRequest[Any], handler: Callable[[Any], Any]) -> Any:
-        spent = [0.0, 0.0]
+        spent = [0.0, 0.0, 0.0]
 
         def timed_handler(shaped: Any) -> Any:
-            started = (time.perf_counter(), time.thread_time())
+            started = (time.perf_counter(), time.thread_time(), clock.ms if clock else 0.0)
             try:
                 return handler(shaped)
             finally:
                 spent[0] += time.perf_counter() - started[0]
                 spent[1] += time.thread_time() - started[1]
+                spent[2] += (clock.ms if clock else 0.0) - started[2]
 
-        started = (time.perf_counter(), time.thread_time())
+        started = (time.perf_counter(), time.thread_time(), clock.ms if clock else 0.0)
         try:
             return inner_hook(request, timed_handler)
         finally:
             wall.append((time.perf_counter() - started[0] - spent[0]) * 1000)
             if cpu is not None:
                 cpu.append((time.thread_time() - started[1] - spent[1]) * 1000)
+            if collector is not None and clock is not None:
+                collector.append(clock.ms - started[2] - spent[2])
 
     middleware.wrap_model_call = timed  # type: ignore[method-assign]
 
@@ -207,6 +232,8 @@ class Built:
     model: TimedModel
     hook_ms: list[float]
     hook_cpu_ms: list[float]
+    hook_gc_ms: list[float] = field(default_factory=list)
+    """The garbage collector's share of each call's hook time (kept only when `build` is asked to)."""
 
 
 def _admit_files(root: Path) -> dict[str, Any]:
@@ -238,10 +265,13 @@ def build(
     saver: Any,
     folder: Path,
     meter: TokenMeter | None = None,
+    *,
+    collector: bool = False,
 ) -> Built:
     """A fresh deep agent for `case` on `saver` (new middleware and meter: a cold start on resume).
 
-    `meter` replaces ctxwarden's own (for tests that watch what it counts).
+    `meter` replaces ctxwarden's own (for tests that watch what it counts); with `collector`, the garbage
+    collector's share of each call's hook time is kept too.
     """
     backend = FilesystemBackend(root_dir=folder, virtual_mode=True)
     roomy = history_tokens * 5
@@ -252,6 +282,7 @@ def build(
     model = timed_model(script, window, "main")
     hook_ms: list[float] = []
     hook_cpu_ms: list[float] = []
+    hook_gc_ms: list[float] = []
     slot: AgentMiddleware
     extra: list[AgentMiddleware] = []
     if case == "deepagents":
@@ -276,11 +307,11 @@ def build(
 
             kwargs["models"] = alternate
         slot, *extra = context_middleware(policy=policy, backend=backend, meter=meter, **kwargs)
-    time_hook(slot, hook_ms, hook_cpu_ms)
+    time_hook(slot, hook_ms, hook_cpu_ms, hook_gc_ms if collector else None)
     agent = create_deep_agent(
         model, [bash], middleware=[slot, *extra], checkpointer=saver, backend=backend, system_prompt="You fix bugs."
     )
-    return Built(agent, model, hook_ms, hook_cpu_ms)
+    return Built(agent, model, hook_ms, hook_cpu_ms, hook_gc_ms)
 
 
 class _SlotContextEditing(ContextEditingMiddleware):
@@ -319,11 +350,19 @@ def run_case(case: str, tokens: int, steps: int, history: list[BaseMessage], fol
 
 
 def run_all(
-    sizes: tuple[int, ...], steps: int, cases: tuple[str, ...], log: Callable[[str], None] = print
+    sizes: tuple[int, ...],
+    steps: int,
+    cases: tuple[str, ...],
+    log: Callable[[str], None] = print,
+    runner: Runner | None = None,
 ) -> list[dict[str, Any]]:
-    """Every case at every size, one row each (see `Timings.row`), logged as it completes."""
+    """Every case at every size, one row each (see `Timings.row`), logged as it completes.
+
+    `runner` runs one case (default: `run_case` in this process; `bench.fresh.run_case_fresh` resumes it in a fresh
+    one)."""
     meter = TokenMeter()
     rows = []
+    run = runner or (lambda *args: run_case(*args).row())
     with tempfile.TemporaryDirectory(prefix="ctxwarden-overhead-") as tmp:
         for tokens in sizes:
             carried = session(tokens, meter)
@@ -332,10 +371,12 @@ def run_all(
                 history = uncarried if case in {"uncarried", *STOCK_CASES} else carried
                 folder = Path(tmp) / f"{case}-{tokens}"
                 folder.mkdir()
-                row = run_case(case, tokens, steps, history, folder).row()
+                row = run(case, tokens, steps, history, folder)
+                collector = row.get("hook_first_gc_ms")
                 log(
-                    f"{tokens:>9,} {case:<16} hook first {row['hook_first_ms']:>8.2f} median "
-                    f"{row['hook_median_ms']:>7.3f} p95 {row['hook_p95_ms']:>7.3f} "
+                    f"{tokens:>9,} {case:<16} hook first {row['hook_first_ms']:>8.2f}"
+                    + (f" (collector {collector:.2f})" if collector is not None else "")
+                    + f" median {row['hook_median_ms']:>7.3f} p95 {row['hook_p95_ms']:>7.3f} "
                     f"cpu {row['hook_cpu_median_ms']:>7.3f} | step median {row['step_median_ms']:>7.3f} "
                     f"p95 {row['step_p95_ms']:>7.3f}"
                 )
@@ -343,9 +384,15 @@ def run_all(
     return rows
 
 
+Runner = Callable[[str, int, int, list[BaseMessage], Path], dict[str, Any]]
+"""Runs one case (case, tokens, steps, the seeded history, its folder) and gives its row."""
+
+
 __all__ = [
     "CTXWARDEN_CASES",
     "STOCK_CASES",
+    "CollectorClock",
+    "Runner",
     "Timings",
     "build",
     "percentile",

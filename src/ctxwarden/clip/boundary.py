@@ -17,7 +17,6 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from ctxwarden.clip.index import ThreadIndex
 from ctxwarden.clip.placeholders import has_text
-from ctxwarden.core.gist import Gist
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.stamp import content_signature
 
@@ -38,8 +37,10 @@ class Boundary:
     results: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     gists: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    """The lines each cleared result's gist quotes, by call id: a process that resumes the thread renders the same
-    gists from these without weighing the thread's text again (a gist depends on everything shown before it)."""
+    """The lines each cleared result's gist quotes, by call id, and the lines each clipped call's values keep, by
+    `placeholder_key` (`clip.placeholders.clip_calls`): a process that resumes the thread renders the same
+    placeholders from these without weighing the thread's text again (a gist depends on everything shown before it)
+    or reading the arguments' lines."""
     counts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     """Each placeholder's tokens and content signature (`core.stamp`), by `placeholder_key`, as counted by
     `counted_by`: a process that resumes the thread measures its placeholders without tokenizing them."""
@@ -146,8 +147,8 @@ def boundary_of(index: ThreadIndex, state: Any) -> Boundary:
     return boundary
 
 
-Made = Callable[[BaseMessage, tuple[str, ...]], tuple[BaseMessage, Gist | None] | None]
-"""The placeholder (and its gist) this process made for a message under a key, or `None`."""
+Made = Callable[[BaseMessage, tuple[str, ...]], tuple[BaseMessage, tuple[int, ...] | None] | None]
+"""The placeholder this process made for a message under a key (and the lines it quotes), or `None`."""
 
 
 def remembered(
@@ -192,10 +193,10 @@ def remembered(
         found = made(message, key)
         if found is None:
             continue  # not shown by this process: a later call that shows it counts it
-        placeholder, excerpt = found
+        placeholder, lines = found
         name = placeholder_key(message, key)
-        if excerpt is not None:
-            gists.setdefault(name, excerpt.chosen)
+        if lines is not None:
+            gists.setdefault(name, lines)
         counts[name] = (meter.message_tokens(placeholder), *content_signature(placeholder))
         added.append(name)
     return Boundary(boundary.results, boundary.args, gists, counts, meter.count_key, *mask), added

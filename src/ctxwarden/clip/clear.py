@@ -43,7 +43,7 @@ from ctxwarden.clip.index import MAX_THREADS, ThreadIndex, result_saving
 from ctxwarden.clip.ledger import ThreadLedgers, TokenLedger
 from ctxwarden.clip.mask import NO_MASK, Mask, advance_pays, due_turns, last_masked, mask_of, masked_turns
 from ctxwarden.clip.order import superseded
-from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
+from ctxwarden.clip.placeholders import clip_calls, result_placeholder
 from ctxwarden.clip.pregist import MadeAhead, Pregists, prepare_at, prepare_stage
 from ctxwarden.core.gist import Gist, gist, gist_budget, gist_of_lines, never_seen
 from ctxwarden.core.layers import CallBudget, LayerEdit, PendingEvent
@@ -66,11 +66,12 @@ class ClearLayer:
     policy: ContextPolicy
     meter: TokenMeter
     name: str = "clear"
-    _replacements: dict[int, tuple[BaseMessage, tuple[str, ...], BaseMessage, Gist | None]] = field(
+    _replacements: dict[int, tuple[BaseMessage, tuple[str, ...], BaseMessage, tuple[int, ...] | None]] = field(
         default_factory=dict
     )
     """By the original's id: the original, what hid it (`("result",)`, or `"args"` and the call ids), the placeholder
-    and its gist. One tuple per entry: a resumed cost-first thread makes thousands at once."""
+    and the lines it quotes (its gist's, or its clipped values'). One tuple per entry: a resumed cost-first thread
+    makes thousands at once."""
     _stored: Boundary = field(default_factory=Boundary)
     """The boundary of the thread being shaped: its gist lines and placeholder counts."""
     _ledgers: ThreadLedgers = field(default_factory=lambda: ThreadLedgers(MAX_THREADS))
@@ -211,8 +212,9 @@ class ClearLayer:
             self._indexes.popitem(last=False)
         return index
 
-    def _made(self, message: BaseMessage, key: tuple[str, ...]) -> tuple[BaseMessage, Gist | None] | None:
-        """The placeholder this process made for `message` under `key`, with its gist; `None` if it made none."""
+    def _made(self, message: BaseMessage, key: tuple[str, ...]) -> tuple[BaseMessage, tuple[int, ...] | None] | None:
+        """The placeholder this process made for `message` under `key`, with the lines it quotes; `None` if it made
+        none."""
         hit = self._replacements.get(id(message))
         return (hit[2], hit[3]) if hit is not None and hit[0] is message and hit[1] == key else None
 
@@ -282,8 +284,9 @@ class ClearLayer:
         hit = self._replacements.get(id(message))
         if hit is not None and hit[0] is message and hit[1] == key:
             return hit[2]
-        made: Gist | None = None
+        lines: tuple[int, ...] | None = None
         replacement: BaseMessage
+        name = placeholder_key(message, key)
         if key[0] == "result":
             assert isinstance(message, ToolMessage)
             tokens = self.meter.message_tokens(message)
@@ -292,20 +295,21 @@ class ClearLayer:
             if whole:
                 replacement = message
             elif isinstance(found, MadeAhead):  # rendered and counted in the background
-                made, replacement = found.gist, found.placeholder
+                lines, replacement = found.gist.chosen, found.placeholder
                 self.meter.remember(replacement, found.placeholder_tokens)
             else:
-                made, replacement = found, result_placeholder(message, tokens, found)
-        else:
+                lines, replacement = found.chosen if found else None, result_placeholder(message, tokens, found)
+        else:  # the lines the clipped values keep, as the boundary carries them: the arguments are not read again
             assert isinstance(message, AIMessage)
-            replacement = args_placeholder(message, set(key[1:]), keep_text=key[0] == "args")
+            keep_text, stored = key[0] == "args", self._stored.gists.get(name)
+            replacement, lines = clip_calls(message, set(key[1:]), keep_text=keep_text, lines=stored)
         same_counter = self._stored.counted_by == self.meter.count_key
-        counted = self._stored.counts.get(placeholder_key(message, key)) if same_counter else None
+        counted = self._stored.counts.get(name) if same_counter else None
         if counted and list(counted[1:]) == content_signature(replacement):  # counted when cleared, maybe elsewhere
             self.meter.remember(replacement, counted[0])
         if len(self._replacements) > 50_000:
             self._replacements.clear()
-        self._replacements[id(message)] = (message, key, replacement, made)
+        self._replacements[id(message)] = (message, key, replacement, lines)
         return replacement
 
     def _gist(self, message: ToolMessage, tokens: int) -> Gist | MadeAhead | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -61,11 +62,25 @@ def args_placeholder(message: AIMessage, call_ids: set[str], *, keep_text: bool 
 
     Without `keep_text` its text is left out too (every result it called for is out of the view): the calls stay,
     and `recall(call_id=..., part="text")` returns the text."""
+    return clip_calls(message, call_ids, keep_text=keep_text)[0]
+
+
+def clip_calls(
+    message: AIMessage, call_ids: set[str], *, keep_text: bool = True, lines: Sequence[int] | None = None
+) -> tuple[AIMessage, tuple[int, ...]]:
+    """`args_placeholder`, and the lines each clipped value keeps (`LINES_END` after each value): the clearing
+    boundary carries them, so a process that resumes the thread renders the same placeholder from `lines` without
+    reading the arguments' lines again. `lines` that do not fit the arguments are not used."""
+    given = _groups(lines)
+    groups = len(given) if given is not None else 0
+    kept: list[int] = []
     calls = []
     for call in message.tool_calls:
         if call.get("id") in call_ids:
-            call = {**call, "args": _clip_args(str(call["id"]), call.get("args") or {})}
+            call = {**call, "args": _clip_args(str(call["id"]), call.get("args") or {}, given, kept)}
         calls.append(call)
+    if given is not None and (given or kept.count(LINES_END) != groups):  # not this message's lines
+        return clip_calls(message, call_ids, keep_text=keep_text)
     content: Any = message.content
     if isinstance(content, list):  # provider-native tool_use blocks repeat the arguments
         clipped = {c["id"]: c["args"] for c in calls if c.get("id") in call_ids}
@@ -79,7 +94,7 @@ def args_placeholder(message: AIMessage, call_ids: set[str], *, keep_text: bool 
         marks["text_cleared"] = True
     extra = {k: v for k, v in message.additional_kwargs.items() if k not in {"tool_calls", "function_call"}}
     record = message.response_metadata.get(METADATA_KEY) or {}
-    return message.model_copy(
+    shown = message.model_copy(
         update={
             "tool_calls": calls,
             "content": content,
@@ -87,6 +102,25 @@ def args_placeholder(message: AIMessage, call_ids: set[str], *, keep_text: bool 
             "response_metadata": {**message.response_metadata, METADATA_KEY: {**record, **marks}},
         }
     )
+    return shown, tuple(kept)
+
+
+LINES_END = -1
+"""Ends each clipped value's lines in what `clip_calls` returns and takes back."""
+
+
+def _groups(lines: Sequence[int] | None) -> list[list[int]] | None:
+    """`lines` as `clip_calls` returned them, one list per clipped value, oldest last (popped in order)."""
+    if not lines or lines[-1] != LINES_END:
+        return None
+    groups: list[list[int]] = [[]]
+    for index in lines[:-1]:
+        if index == LINES_END:
+            groups.append([])
+        else:
+            groups[-1].append(index)
+    groups.reverse()
+    return groups
 
 
 def has_text(message: AIMessage) -> bool:
@@ -104,14 +138,19 @@ def _is_text(block: Any) -> bool:
     return isinstance(block, str) or (isinstance(block, dict) and block.get("type") == "text")
 
 
-def _clip_args(call_id: str, args: dict[str, Any]) -> dict[str, Any]:
+def _clip_args(call_id: str, args: dict[str, Any], given: list[list[int]] | None, kept: list[int]) -> dict[str, Any]:
+    """`args` with each large value replaced; the lines each keeps are appended to `kept`, taken from `given` (the
+    same, from another process) when they fit the value."""
     note = f'recall(call_id="{shown_id(call_id)}", part="args")'
     clipped: dict[str, Any] = {}
     for key, value in args.items():
         size = len(json.dumps(value, ensure_ascii=False, default=str))
         if size >= ARG_VALUE_MIN_CHARS:
             lines = value.splitlines() if isinstance(value, str) else []
-            chosen = args_lines(lines)
+            stored = given.pop() if given else None
+            fits = stored is not None and stored == sorted(set(stored)) and all(0 <= i < len(lines) for i in stored)
+            chosen = stored if fits and stored is not None else args_lines(lines)
+            kept.extend((*chosen, LINES_END))
             clipped[key] = f"[clipped {size:,} chars: {note}]" + (f"\n{render(lines, chosen)}" if chosen else "")
         else:
             clipped[key] = value
@@ -151,9 +190,11 @@ def _marked(message: Any, mark: str) -> bool:
 
 __all__ = [
     "ARG_VALUE_MIN_CHARS",
+    "LINES_END",
     "RECALL_REFERENCE",
     "args_lines",
     "args_placeholder",
+    "clip_calls",
     "has_text",
     "is_cleared",
     "result_placeholder",

@@ -19,7 +19,9 @@ alive. What it remembers, and the bound on each:
   checkpointed state does), never a message that left every list, such as an evicted
   original;
 - **tool schemas** (`MAX_TOOLS` tools by weak reference, and as many schema keys: a
-  tool's class, name, description and argument schema class).
+  tool's class, name, description and argument schema class; the keys also in one memo
+  for every meter of the process with the same counter, so an agent built anew to resume
+  a thread does not convert the tools the agents before it converted).
 
 A message that carries its own count (`core.stamp`: replies and tool results stamped
 by the stack) is never tokenized again, by this process or by the next one that loads
@@ -235,11 +237,16 @@ class TokenMeter:
             tokens = self._by_tool.get(tool)
             if tokens is None:
                 key = _tool_key(tool)
+                shared = (self.count_key, key) if key is not None and self.count_key is not None else None
                 tokens = self._by_tool_key.get(key) if key is not None else None
+                if tokens is None and shared is not None:  # converted by another agent of this process
+                    tokens = _SCHEMA_TOKENS.get(shared)
                 if tokens is None:
                     tokens = self.counter(_tool_schema_text(tool))
-                    if key is not None:
-                        self._by_tool_key.put(key, tokens)
+                    if shared is not None:
+                        _SCHEMA_TOKENS.put(shared, tokens)
+                if key is not None:
+                    self._by_tool_key.put(key, tokens)
                 self._by_tool.put(tool, tokens)
             total += tokens
         return total
@@ -330,6 +337,11 @@ class TokenMeter:
 
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 """Role names as providers send them; each costs a few tokens per message."""
+
+
+_SCHEMA_TOKENS: BoundedDict[int] = BoundedDict(4 * MAX_TOOLS)
+"""Tool schema tokens by counter and schema key, for every meter of the process: an agent built anew (a worker
+resuming a thread) meets the same tools as the agents before it, whose schemas cost a conversion each to count."""
 
 
 def _json(value: Any) -> str:

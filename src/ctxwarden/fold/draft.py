@@ -9,8 +9,8 @@ preparation kept from which the fold is near (`Preparer.drafting`), for every cu
 call's fold could make.
 Which one is not known yet — the thread grows by one step before the fold, and the cut
 moves forward by however much that step weighs — so every turn boundary from the cut a
-fold would make now to the end of the thread is a candidate (`MAX_DRAFTS` of them at
-most, each drafted once and reused by the calls after it, whose step moves the cut on).
+fold would make now to the end of the thread is a candidate (`MAX_DRAFTS` new ones a
+pass at most, each drafted once and reused by the calls after it, whose step moves the cut on).
 
 A draft holds the facts of exactly the messages it covers (gathered and rendered, as
 the fold renders them), the deterministic summary of the turns after the prepared ones,
@@ -35,15 +35,15 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from ctxwarden.core.identity import fingerprint
 from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.engine import Folder, FoldInput, Gathered
-from ctxwarden.fold.state import is_summary, summary_message
+from ctxwarden.fold.state import is_summary, originals, summary_message
 from ctxwarden.fold.summarize import Summary, deterministic_summary
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
 MAX_DRAFTS = 12
-"""Cuts drafted per preparation at once. Past it, the nearest half (a small next step) and the farthest half (a large
-one, which leaves little of the tail) are drafted."""
+"""New drafts made per drafting pass: the cut of a large next step first, then the nearest (a small one) onward; the
+cuts past it are drafted by the next calls' passes, which reuse the drafts made before."""
 
 DRAFT_DELAY = 0.05
 """Seconds a drafting thread waits before it starts: the call that starts it has its own work to finish first (both
@@ -124,19 +124,27 @@ class Drafts:
         start = folder.start(view, given.window)
         now = choose_cut(view, folder.meter, int(given.window * folder.policy.fold_keep_share), start)
         first = max(start + self.prepared, now or 0)
-        # the last candidate: the next step alone is the kept tail
-        candidates = [*(i for i in range(first, len(view)) if _boundary(view[i])), len(view)]
-        if len(candidates) > MAX_DRAFTS:
-            candidates = candidates[: MAX_DRAFTS // 2] + candidates[-(MAX_DRAFTS - MAX_DRAFTS // 2) :]
-        by_id = {m.id: m for m in given.thread}
+        # first the cut of a next step that alone is the kept tail (one large result), then from the cut a fold would
+        # make now onward: the cut moves on by what the next step weighs, most often a little
+        candidates = [len(view), *(i for i in range(first, len(view)) if _boundary(view[i]))]
+        raw = originals(given.thread, view[start:])
+        before = self._by_upto
         kept: dict[str | None, Draft] = {}
+        made = 0
         for cut in candidates:
-            folded_raw = [by_id.get(m.id, m) for m in view[start:cut]]
+            folded_raw = raw[: cut - start]
             if len(folded_raw) < self.prepared or not folded_raw:
                 continue
             upto = folded_raw[-1].id
-            draft = self.get(folded_raw, given.window) or self._make(folder, given, folded_raw)
-            kept[upto] = draft
+            draft = self.get(folded_raw, given.window)
+            if draft is None:
+                if made == MAX_DRAFTS:  # the rest on the next call's pass, which reuses these
+                    continue
+                draft, made = self._make(folder, given, folded_raw), made + 1
+                kept[upto] = draft
+                self._by_upto = {**before, **kept}  # one assignment each: a fold reading meanwhile finds it
+            else:
+                kept[upto] = draft
             self._warm(folder, given, cut, draft, summary)
         self._by_upto = kept  # one assignment: a fold reading meanwhile sees the old drafts or the new ones
 

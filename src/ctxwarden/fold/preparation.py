@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from ctxwarden.fold.draft import Drafts, fingerprint
 from ctxwarden.fold.engine import FoldInput
 from ctxwarden.fold.in_place import SentCall
-from ctxwarden.fold.state import Folds, is_summary
+from ctxwarden.fold.state import Folds, is_summary, originals
 from ctxwarden.fold.summarize import Summary
 
 
@@ -81,9 +81,8 @@ def prepared_cut(preparation: Preparation, given: FoldInput, start: int) -> int 
         return None
     if [m.id for m in view[start:cut]] != [i for i, _ in preparation.folded]:
         return None
-    raw = {m.id: m for m in given.thread}
-    for (message_id, digest), shown in zip(preparation.folded, view[start:cut], strict=True):
-        if fingerprint(raw.get(message_id, shown)) != digest:
+    for (_id, digest), original in zip(preparation.folded, originals(given.thread, view[start:cut]), strict=True):
+        if fingerprint(original) != digest:
             return None
     return cut
 

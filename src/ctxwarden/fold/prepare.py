@@ -100,12 +100,16 @@ class Preparer:
     def drafting(self, key: Key, budget: CallBudget) -> bool:
         """Whether the next fold's work should be drafted on this call (after `due`, which recorded its size): a
         preparation is kept and the fold could come within `DRAFT_LOOKAHEAD_CALLS` calls, each growing by as much as
-        the most any recent call grew (or no growth was seen yet). Drafts for a fold further away would be made again
-        before it, and each costs a pass over the folded turns."""
+        the most any recent call grew (or no growth was seen yet), or on the next call, by one tool result as large as
+        arrives without being evicted (`evict_over`): a thread that grew little lately can still take one such step,
+        and the fold it brings would do its bookkeeping on the call. Drafts for a fold further away would be made
+        again before it, and each costs a pass over the folded turns."""
         threshold = prepare_threshold(budget)
         with self._lock:
             if threshold is None or budget.used <= threshold or key not in self._prepared:
                 return False
+        if budget.used + budget.evict_over >= budget.fold_at:
+            return True
         sizes = self.forecast.sizes(key)
         return self.forecast.reaches(budget, sizes, DRAFT_LOOKAHEAD_CALLS, largest=True)
 

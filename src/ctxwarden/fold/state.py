@@ -180,6 +180,22 @@ def folded_view(messages: Sequence[BaseMessage], folds: Folds) -> list[BaseMessa
     return list(messages)  # the folded message is gone (an edited thread): show everything rather than guess
 
 
+def originals(thread: Sequence[BaseMessage], shown: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The thread's messages with the ids of `shown`, in its order (the last of a repeated id, as a dict of the thread
+    by id gives; a shown message the thread does not hold stands for itself).
+
+    The thread is read from its end back to the oldest of them only: the messages of a folded view are the thread's
+    latest, so a fold's lookup costs the view's length, not the thread's, however long the thread has grown."""
+    wanted = {m.id for m in shown}
+    found: dict[str | None, BaseMessage] = {}
+    for message in reversed(thread) if wanted else ():
+        if message.id in wanted and message.id not in found:
+            found[message.id] = message
+            if len(found) == len(wanted):
+                break
+    return [found.get(m.id, m) for m in shown]
+
+
 __all__ = [
     "FOLD_STATE_KEY",
     "FoldRecord",
@@ -188,6 +204,7 @@ __all__ = [
     "folded_view",
     "is_summary",
     "kept_ahead",
+    "originals",
     "shown_folded",
     "summary_message",
 ]
