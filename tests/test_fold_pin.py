@@ -17,9 +17,10 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import PrivateAttr
 
-from ctxwarden import ContextPolicy, ThreadIsolatedBackend, context_middleware
+from ctxwarden import ContextPolicy, ThreadIsolatedBackend, TokenMeter, context_middleware
 from ctxwarden.fold import DETERMINISTIC, FOLD_STATE_KEY, SECTIONS, is_summary
-from ctxwarden.fold.facts import FACTS_HEADING
+from ctxwarden.fold.facts import FACTS_END, FACTS_HEADING
+from ctxwarden.fold.pin import facts_cap_chars, facts_cap_tokens, fold_start
 from ctxwarden.replay import ScriptedChatModel, scripted_model
 from ctxwarden.thread import compact, model_view
 from views import Views
@@ -88,16 +89,49 @@ def test_the_task_opens_every_call_unchanged_across_folds(tmp_path: Path) -> Non
     assert model_view(values["messages"], values)[:2] == views.views[-1][:2]
 
 
-def test_a_task_larger_than_the_facts_cap_is_folded_and_quoted_as_before(tmp_path: Path) -> None:
+def test_a_task_past_the_facts_cap_is_pinned_and_the_facts_keep_the_room_it_leaves(tmp_path: Path) -> None:
+    """Folded, a task past the facts cap came back quoted whole in every summary, billed uncached with each fold (a
+    SWE-agent task with its demonstration cost more than stock summarization that way). Pinned, it opens every call
+    unchanged, and the facts beside it get what is left of their cap: the same room as before."""
     long_task = "\n".join(f"Requirement {i}: keep the behaviour of module_{i} unchanged." for i in range(60))
     assert len(long_task) > WINDOW * ContextPolicy().fold_facts_share * 4  # past the cap it would take in the facts
     agent, views, config = _run(tmp_path, long_task)
-    records = agent.get_state(config).values[FOLD_STATE_KEY]["records"]
-    assert records
-    assert all(r["pinned"] is None for r in records)
-    last = next(v for v in reversed(views.views) if _summary_in(v) is not None)
-    assert is_summary(last[0])
-    assert "Requirement 59: keep the behaviour of module_59 unchanged." in str(last[0].content)  # the latest user words
+    values = agent.get_state(config).values
+    records = values[FOLD_STATE_KEY]["records"]
+    assert len(records) >= 2
+    assert all(r["pinned"] == values["messages"][0].id for r in records)
+    folded = [v for v in views.views if _summary_in(v) is not None]
+    for view in views.views:
+        assert view[0].content == long_task  # byte for byte, before and after every fold
+    for view in folded:
+        summary = str(view[1].content)
+        assert is_summary(view[1])
+        assert "Requirement 59" not in summary  # not quoted again
+        facts = summary.split(FACTS_HEADING)[1].split(FACTS_END)[0]
+        assert "page " not in facts  # the cap is the task's: no line of the folded outputs beside it
+    assert len({str(_summary_in(v).content) for v in folded}) == len(records)
+
+
+def test_the_pin_and_the_facts_cap_follow_the_task_s_share_of_the_window() -> None:
+    meter, policy = TokenMeter(), ContextPolicy()
+    window = 10_000
+    small = HumanMessage("Fix the parser.", id="small")
+    large = HumanMessage("word " * 2_000, id="large")  # 2,000 tokens: past the facts cap of 1,000
+    huge = HumanMessage("word " * 6_000, id="huge")  # past half the window: a fold could free too little behind it
+    step = AIMessage("working")
+    assert fold_start([small, step], window, policy, meter) == 1
+    assert fold_start([large, step], window, policy, meter) == 1
+    assert fold_start([huge, step], window, policy, meter) == 0
+    assert fold_start([HumanMessage("no id"), step], window, policy, meter) == 0  # a fold keeps by id
+    assert facts_cap_tokens([small], window, policy, meter) == 1_000  # a small task leaves the whole cap
+    assert facts_cap_tokens([large], window, policy, meter) == 0  # a large one takes it
+    assert facts_cap_tokens([], window, policy, meter) == 1_000
+    assert facts_cap_chars([small], window, policy, meter) == 4_000
+    assert facts_cap_chars([large], window, policy, meter) == 0
+    middling = HumanMessage("word " * 1_100, id="middling")  # a little past the cap: what the task leaves
+    assert facts_cap_chars([middling], window, policy, meter) == 0
+    assert fold_start([middling, step], window, policy.replace(fold_facts_share=0.5), meter) == 1
+    assert facts_cap_chars([middling], window, policy.replace(fold_facts_share=0.5), meter) == 20_000
 
 
 def test_the_summarizer_reads_the_previous_prose_but_not_the_facts_again(tmp_path: Path) -> None:

@@ -101,11 +101,12 @@ def test_a_mask_advance_with_its_gists_made_ahead_does_not_index_the_thread(monk
     indexed_on_the_call: list[int] = []
     original = TokenLedger._sync
 
-    def watched(self: TokenLedger, messages: Any, *args: Any) -> None:
+    def watched(self: TokenLedger, messages: Any, *args: Any) -> bool:
         before = self.size
-        original(self, messages, *args)
+        done = original(self, messages, *args)
         if threading.current_thread() is threading.main_thread() and self.size > before:
             indexed_on_the_call.append(self.size - before)
+        return done
 
     monkeypatch.setattr(TokenLedger, "_sync", watched)
     handed = Pregists.hand_over
@@ -312,3 +313,58 @@ def test_a_newer_hand_over_replaces_the_list_being_made(monkeypatch: pytest.Monk
     first_lines = [text_of(job[0]).splitlines()[0] for job in jobs]
     assert [line for _name, line in made] == [first_lines[0], first_lines[3]]  # each once, none of the stale ones
     assert pregists.standing(jobs[3][0], 100, jobs[3][2], messages) is not None
+
+
+def test_a_ledger_indexed_in_pieces_answers_as_one_indexed_whole() -> None:
+    """The background indexes a resumed thread a piece at a time; every answer must be what one whole sync gives,
+    and a piece given an older list than the ledger's never starts the ledger over."""
+    messages, _meter, _ledger, _pregists, _jobs = _listings(12)
+    whole, pieces = TokenLedger(), TokenLedger()
+    whole.sync(messages)
+    rounds = 0
+    while not pieces.sync(messages, chars=500):
+        rounds += 1
+    assert rounds > 5
+    assert pieces.size == whole.size == len(messages)
+    tokens = {token for m in messages for token in text_of(m).split()}
+    for position in range(len(messages) + 1):
+        seen_whole, seen_pieces = whole.seen_before(position), pieces.seen_before(position)
+        assert all(seen_whole(token) == seen_pieces(token) for token in tokens)
+    assert all(whole.shown_again(m, at) == pieces.shown_again(m, at) for at, m in enumerate(messages))
+    assert pieces.sync(messages[:3], chars=500)  # an older list: nothing to do, nothing dropped
+    assert pieces.size == len(messages)
+
+
+def test_the_background_indexes_a_resumed_thread_in_pieces_and_lets_a_call_go_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Indexed in one piece under the ledger's lock, a 1M-token thread held every call that needed the ledger (and
+    the interpreter) for about 90 ms: the background must take the lock a piece at a time and wait for a call
+    being shaped between two pieces."""
+    monkeypatch.setattr(pregist, "SYNC_PIECE_CHARS", 2_000)
+    monkeypatch.setattr(pregist, "FOREGROUND_WAIT", 60.0)
+    messages, meter, ledger, pregists, jobs = _listings(30)
+    pieces: list[int] = []
+    sync = TokenLedger.sync
+
+    def watched(self: TokenLedger, thread: Any, chars: int | None = None) -> bool:
+        done = sync(self, thread, chars)
+        pieces.append(self.size)
+        if len(pieces) == 2:
+            call.__enter__()  # a call starts being shaped after the second piece
+            started.set()
+        return done
+
+    call = FOREGROUND.call()
+    started = threading.Event()
+    monkeypatch.setattr(TokenLedger, "sync", watched)
+    pregists.hand_over(ledger, messages, jobs[-1:], meter.counter, meter.count_apart)
+    assert started.wait(timeout=60)
+    assert not pregists.wait(timeout=0.3)  # the call is being shaped: no third piece meanwhile
+    assert len(pieces) == 2
+    assert 0 < pieces[0] < pieces[1] < len(messages)
+    call.__exit__(None, None, None)
+    assert pregists.wait(timeout=60)
+    assert len(pieces) > 5
+    assert pieces[-1] == len(messages)
+    assert pregists.standing(jobs[-1][0], 100, jobs[-1][2], messages) is not None

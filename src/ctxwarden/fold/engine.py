@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage
 from langgraph.constants import TAG_NOSTREAM
 
 from ctxwarden.core.io import Steps, arun, run
@@ -32,12 +32,10 @@ from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.facts import Facts, gather, gist_lines, quoted, render, strip_facts
 from ctxwarden.fold.history import appending, history_path
 from ctxwarden.fold.in_place import SentCall, fold_request
-from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, kept_ahead, summary_message
+from ctxwarden.fold.pin import facts_cap_chars, fold_start
+from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, summary_message
 from ctxwarden.fold.summarize import Summary, deterministic_summary, prompt_for, summarizing
 from ctxwarden.fold.transcript import history_section
-
-CHARS_PER_TOKEN = 4
-"""For the facts cap: a share of the window in tokens, spent in characters."""
 
 IN_PLACE_ALLOWANCE = 600
 """Tokens an in-place summarizer request adds to its call (the instruction): a call with less room left in its
@@ -110,16 +108,9 @@ class Folder:
         self.policy, self.meter, self.backend, self.summarizer = policy, meter, backend, summarizer
 
     def start(self, view: Sequence[BaseMessage], window: int) -> int:
-        """Index of the first message of `view` a fold may take: after the summary, and after the thread's first
-        user message, which is pinned ahead of every summary while it fits the facts cap (it would be quoted there
-        anyway). It opens every call verbatim, so the provider's cache keeps it across folds, and neither the
-        summary nor the summarizer's prompt carries it again."""
-        ahead = kept_ahead(view)
-        if ahead or not view:
-            return ahead
-        first = view[0]
-        fits = self.meter.message_tokens(first) <= int(window * self.policy.fold_facts_share)
-        return 1 if isinstance(first, HumanMessage) and first.id and fits else 0
+        """Index of the first message of `view` a fold may take: after the summary and the pinned task
+        (`fold.pin`)."""
+        return fold_start(view, window, self.policy, self.meter)
 
     def pinned(self, view: Sequence[BaseMessage], window: int) -> tuple[BaseMessage, ...]:
         """The message a fold of `view` shows ahead of its summary (none, or the thread's first user message)."""
@@ -178,7 +169,7 @@ class Folder:
         """The facts of a fold of `folded_raw` after `given.folds`: the previous facts extended, and rendered."""
         previous = Facts.from_dict(given.folds.last.facts if given.folds.last else None)
         facts = gather(previous, folded_raw, gist_lines(self.policy, given.window, self.meter))
-        cap = int(given.window * self.policy.fold_facts_share * CHARS_PER_TOKEN)
+        cap = facts_cap_chars(self.pinned(given.view, given.window), given.window, self.policy, self.meter)
         kept = quoted(facts, max_chars=cap)
         return Gathered(kept, render(kept, max_chars=cap))
 
