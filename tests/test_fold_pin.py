@@ -19,8 +19,8 @@ from pydantic import PrivateAttr
 
 from ctxwarden import ContextPolicy, ThreadIsolatedBackend, TokenMeter, context_middleware
 from ctxwarden.fold import DETERMINISTIC, FOLD_STATE_KEY, SECTIONS, is_summary
-from ctxwarden.fold.facts import FACTS_END, FACTS_HEADING
-from ctxwarden.fold.pin import facts_cap_chars, facts_cap_tokens, fold_start
+from ctxwarden.fold.facts import FACTS_HEADING
+from ctxwarden.fold.pin import shown_task, task_lines
 from ctxwarden.replay import ScriptedChatModel, scripted_model
 from ctxwarden.thread import compact, model_view
 from views import Views
@@ -89,49 +89,75 @@ def test_the_task_opens_every_call_unchanged_across_folds(tmp_path: Path) -> Non
     assert model_view(values["messages"], values)[:2] == views.views[-1][:2]
 
 
-def test_a_task_past_the_facts_cap_is_pinned_and_the_facts_keep_the_room_it_leaves(tmp_path: Path) -> None:
+LONG_TASK = "\n".join(f"Requirement {i}: keep the behaviour of module_{i} unchanged." for i in range(60))
+
+
+def _steps_naming(module: str, n: int) -> list[AIMessage]:
+    thought = f"Let me read the next page of the parser, for {module}. " * 10
+    return [AIMessage(thought, tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"f{i}"}]) for i in range(n)]
+
+
+def test_a_task_past_the_facts_cap_is_pinned_in_part_and_recalled_whole(tmp_path: Path) -> None:
     """Folded, a task past the facts cap came back quoted whole in every summary, billed uncached with each fold (a
-    SWE-agent task with its demonstration cost more than stock summarization that way). Pinned, it opens every call
-    unchanged, and the facts beside it get what is left of their cap: the same room as before."""
-    long_task = "\n".join(f"Requirement {i}: keep the behaviour of module_{i} unchanged." for i in range(60))
-    assert len(long_task) > WINDOW * ContextPolicy().fold_facts_share * 4  # past the cap it would take in the facts
-    agent, views, config = _run(tmp_path, long_task)
+    SWE-agent task with its demonstration cost more than stock summarization that way). It is pinned in part now,
+    within the cap, the same bytes across folds: its edges and the line the agent went on to use, the rest one
+    recall away, the original untouched."""
+    assert len(LONG_TASK) > WINDOW * ContextPolicy().fold_facts_share * 4  # past the cap
+    views = Views()
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+    middleware = context_middleware(backend=backend, summarizer=DETERMINISTIC, policy=POLICY)
+    model = scripted_model([*_steps_naming("module_42", 30), AIMessage("done")], window=WINDOW)
+    agent = create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "pin-part"}}
+    agent.invoke({"messages": [HumanMessage(LONG_TASK)]}, config)
     values = agent.get_state(config).values
+    task = values["messages"][0]
+    assert task.content == LONG_TASK  # the thread keeps the original
     records = values[FOLD_STATE_KEY]["records"]
     assert len(records) >= 2
-    assert all(r["pinned"] == values["messages"][0].id for r in records)
+    assert all(r["pinned"] == task.id for r in records)
+    assert len({tuple(r["task_lines"]) for r in records}) == 1  # chosen once
     folded = [v for v in views.views if _summary_in(v) is not None]
-    for view in views.views:
-        assert view[0].content == long_task  # byte for byte, before and after every fold
+    assert views.views[0][0].content == LONG_TASK  # whole until the first fold
+    shown = {str(v[0].content) for v in folded}
+    assert len(shown) == 1  # byte for byte the same across every fold
+    part = shown.pop()
+    assert all(v[0].id == task.id and is_summary(v[1]) for v in folded)
+    assert part.startswith("[ctxwarden: the task is shown in part:")
+    assert 'recall(part="task")' in part
+    assert "Requirement 0: keep the behaviour of module_0 unchanged." in part  # its edges
+    assert "Requirement 59: keep the behaviour of module_59 unchanged." in part
+    assert "Requirement 42: keep the behaviour of module_42 unchanged." in part  # the line the agent used
+    assert "…" in part.splitlines()
+    assert len(part.splitlines()) < 50
+    assert all(line in LONG_TASK.splitlines() for line in part.splitlines()[1:] if line != "…")
+    assert ContextPolicy().fold_facts_share * WINDOW * 0.5 < TokenMeter().counter(part) <= 400  # within the cap
     for view in folded:
-        summary = str(view[1].content)
-        assert is_summary(view[1])
-        assert "Requirement 59" not in summary  # not quoted again
-        facts = summary.split(FACTS_HEADING)[1].split(FACTS_END)[0]
-        assert "page " not in facts  # the cap is the task's: no line of the folded outputs beside it
-    assert len({str(_summary_in(v).content) for v in folded}) == len(records)
+        assert "Requirement 42" not in str(view[1].content)  # not quoted again in the summary
+    recall = next(t for t in middleware[0].tools if t.name == "recall")
+    assert recall.func(values, part="task") == LONG_TASK  # the whole task, one call away
+    assert model_view(values["messages"], values)[0].content == part  # what a reader sees is what the model saw
 
 
-def test_the_pin_and_the_facts_cap_follow_the_task_s_share_of_the_window() -> None:
-    meter, policy = TokenMeter(), ContextPolicy()
-    window = 10_000
-    small = HumanMessage("Fix the parser.", id="small")
-    large = HumanMessage("word " * 2_000, id="large")  # 2,000 tokens: past the facts cap of 1,000
-    huge = HumanMessage("word " * 6_000, id="huge")  # past half the window: a fold could free too little behind it
-    step = AIMessage("working")
-    assert fold_start([small, step], window, policy, meter) == 1
-    assert fold_start([large, step], window, policy, meter) == 1
-    assert fold_start([huge, step], window, policy, meter) == 0
-    assert fold_start([HumanMessage("no id"), step], window, policy, meter) == 0  # a fold keeps by id
-    assert facts_cap_tokens([small], window, policy, meter) == 1_000  # a small task leaves the whole cap
-    assert facts_cap_tokens([large], window, policy, meter) == 0  # a large one takes it
-    assert facts_cap_tokens([], window, policy, meter) == 1_000
-    assert facts_cap_chars([small], window, policy, meter) == 4_000
-    assert facts_cap_chars([large], window, policy, meter) == 0
-    middling = HumanMessage("word " * 1_100, id="middling")  # a little past the cap: what the task leaves
-    assert facts_cap_chars([middling], window, policy, meter) == 0
-    assert fold_start([middling, step], window, policy.replace(fold_facts_share=0.5), meter) == 1
-    assert facts_cap_chars([middling], window, policy.replace(fold_facts_share=0.5), meter) == 20_000
+def test_the_lines_pinned_of_a_task_follow_the_cap_and_what_the_folded_turns_used() -> None:
+    meter = TokenMeter()
+    task = HumanMessage(LONG_TASK, id="task")
+    used = [AIMessage("I will edit module_42 and module_7 now.")]
+    assert task_lines(task, used, 10_000, meter.counter) is None  # fits whole
+    lines = task_lines(task, used, 150, meter.counter)
+    assert lines is not None
+    assert {0, 7, 42, 59} <= set(lines)
+    shown = shown_task(task, lines)
+    assert shown.id == "task"
+    assert shown is shown_task(task, lines)
+    assert meter.counter(str(shown.content)) <= 160
+    assert shown_task(task, None) is task
+    wider = task_lines(task, used, 300, meter.counter)
+    assert wider is not None
+    assert set(lines) < set(wider)
+    huge = HumanMessage("x" * 50_000, id="one-line")  # a single line past the cap: the note alone, the rest recalled
+    assert task_lines(huge, used, 150, meter.counter) == ()
+    assert 'recall(part="task")' in str(shown_task(huge, ()).content)
 
 
 def test_the_summarizer_reads_the_previous_prose_but_not_the_facts_again(tmp_path: Path) -> None:

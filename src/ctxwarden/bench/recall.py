@@ -14,7 +14,9 @@ replayed view against the recorded session itself:
   references whose source output is three or more steps older than the action.
 - **Probe recall.** Right after every fold, fixed probes must be in the view verbatim:
   the path of every file written or edited before the fold, the latest user message,
-  each line of the user's messages, and the error line of the latest failing command.
+  each line of the user's messages, and the error line of the latest failing command. A task
+  past the facts cap is pinned in part (`ctxwarden.fold.pin`): a probe of its text counts
+  when the view holds the pointer that returns it whole (`TASK_POINTER`).
   The bench's summarizer knows nothing, so this measures what the fold itself keeps.
 
 Both are computed from the same captured views as every other figure.
@@ -34,6 +36,10 @@ from ctxwarden.replay.recording import Recording
 
 TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{5,}|\b\d{3,}\b|[\w.-]+/[\w./-]+")
 """The metric's own definition of a distinctive token (kept here so the mechanism can change without moving it)."""
+
+TASK_POINTER = 'recall(part="task")'
+"""What a task pinned in part shows in place of the lines it leaves out (`ctxwarden.fold.pin.TASK_NOTE`): a probe of the
+task's text counts when the view holds it, the whole task one call away."""
 
 RARE = 2
 """A token shown in more earlier messages than this is common knowledge, not a reference."""
@@ -55,6 +61,8 @@ class Probe:
 
     kind: str
     text: str
+    in_task: bool = False
+    """Whether the text is the task's (the first user message), which a fold may pin in part."""
 
 
 @dataclass(slots=True)
@@ -200,9 +208,11 @@ def recall_counts(
             continue
         step, view = ordered[position]
         whole = "\n".join(message_text(m) for m in view)
+        first = next((m for m in view if m.type != "system"), None)  # the pinned task, never a tool's output
+        pointer = first is not None and TASK_POINTER in message_text(first)
         for probe in probes(recording, step):
             out.probes += 1
-            if probe.text in whole:
+            if probe.text in whole or (probe.in_task and pointer):
                 out.probes_found += 1
             else:
                 out.missed_probes.append(f"step {step}: {probe.kind}: {probe.text[:80]!r}")
@@ -231,9 +241,10 @@ def probes(recording: Recording, step: int) -> list[Probe]:
     found.extend(Probe("written file", path) for path in paths)
     if users:
         latest = message_text(users[-1]).strip()
-        found.append(Probe("latest user message", latest))
-        for user in users:
-            found.extend(Probe("user line", line.strip()) for line in message_text(user).splitlines() if line.strip())
+        found.append(Probe("latest user message", latest, in_task=len(users) == 1))
+        for number, user in enumerate(users):
+            lines = (line.strip() for line in message_text(user).splitlines())
+            found.extend(Probe("user line", line, in_task=number == 0) for line in lines if line)
     if failing is not None:
         found.append(Probe("latest error line", failing))
     return found

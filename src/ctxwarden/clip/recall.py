@@ -5,7 +5,8 @@ result — read from the checkpointed thread, or, for a result evicted at arriva
 from its file, byte for byte — `recall(call_id, part="args")` returns the call's
 original arguments, `recall(call_id, part="raw")` the output as the tool returned it (before
 it was rendered as a terminal shows it, or made readable), and `recall(call_id, part="text")` the text of the
-message that made it (left out of the view once all of that message's results are). Output is paged
+message that made it (left out of the view once all of that message's results are), and `recall(part="task")`
+the thread's first user message whole (a fold may pin it in part, `ctxwarden.fold.pin`). Output is paged
 (`page`, `limit`) so a recall never floods the window it is meant to spare; `page`
 pages a search's hits the same way, one argument for both.
 
@@ -29,7 +30,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import InjectedState
 
@@ -49,7 +50,7 @@ MAX_LIMIT = 50_000
 DESCRIPTION = (
     "Get back what left your context. recall(call_id=...): a call's original result (part='args': its arguments; "
     "'text': what you wrote with it). "
-    "recall(query=...): search all of it (regex=True: a regular expression). page=2, 3, ...: the next page."
+    "recall(query=...): search all of it (regex=True: a regular expression). page=2: the next page."
 )
 """Every call carries this schema, so it is kept short: each token of it is paid on every model call."""
 
@@ -285,9 +286,12 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
         query: str = "",
         regex: bool = False,
         page: int = 1,
-        part: Literal["result", "raw", "args", "text"] = "result",
+        part: Literal["result", "raw", "args", "text", "task"] = "result",
         limit: int = DEFAULT_LIMIT,
     ) -> str:
+        if part == "task":  # the task a fold pinned in part: the thread's first user message, whole
+            task = next((m for m in state.get("messages", []) if isinstance(m, HumanMessage)), None)
+            return page_of(text_of(task), page, limit) if task is not None else "[ctxwarden: this thread has no task.]"
         if not call_id:
             if not query:
                 return '[ctxwarden: pass call_id="..." (from a placeholder) or query="..." (text to search for).]'

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.constants import TAG_NOSTREAM
 
 from ctxwarden.core.io import Steps, arun, run
@@ -32,10 +32,12 @@ from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.facts import Facts, gather, gist_lines, quoted, render, strip_facts
 from ctxwarden.fold.history import appending, history_path
 from ctxwarden.fold.in_place import SentCall, fold_request
-from ctxwarden.fold.pin import facts_cap_chars, fold_start
-from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, summary_message
+from ctxwarden.fold.pin import pinned_task
+from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, kept_ahead, summary_message
 from ctxwarden.fold.summarize import Summary, deterministic_summary, prompt_for, summarizing
 from ctxwarden.fold.transcript import history_section
+
+CHARS_PER_TOKEN = 4
 
 IN_PLACE_ALLOWANCE = 600
 """Tokens an in-place summarizer request adds to its call (the instruction): a call with less room left in its
@@ -80,7 +82,9 @@ class FoldPlan:
     summarizer: Any
     prompt: str | None
     pinned: tuple[BaseMessage, ...] = ()
-    """The user message the new view shows ahead of the summary (`Folder.start`)."""
+    """The user message the new view shows ahead of the summary (`Folder.start`), as it shows it."""
+    task_lines: tuple[int, ...] | None = None
+    """The lines of the pinned task shown, when it is shown in part (`ctxwarden.fold.pin`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +112,12 @@ class Folder:
         self.policy, self.meter, self.backend, self.summarizer = policy, meter, backend, summarizer
 
     def start(self, view: Sequence[BaseMessage], window: int) -> int:
-        """Index of the first message of `view` a fold may take: after the summary and the pinned task
-        (`fold.pin`)."""
-        return fold_start(view, window, self.policy, self.meter)
+        """Index of the first message of `view` a fold may take: after the summary, and after the thread's first user
+        message, pinned ahead of every summary, whole or in part (`ctxwarden.fold.pin`)."""
+        ahead = kept_ahead(view)
+        if ahead or not view:
+            return ahead
+        return 1 if isinstance(view[0], HumanMessage) and view[0].id else 0
 
     def pinned(self, view: Sequence[BaseMessage], window: int) -> tuple[BaseMessage, ...]:
         """The message a fold of `view` shows ahead of its summary (none, or the thread's first user message)."""
@@ -129,6 +136,8 @@ class Folder:
         folded_raw = [by_id.get(m.id, m) for m in folded]
         number = (given.folds.last.number + 1) if given.folds.last else 1
         summarizer = self.summarizer if self.summarizer is not None else given.fallback_model
+        cap = (int(given.window * self.policy.fold_facts_share), self.meter.counter)
+        pinned, lines = pinned_task(self.pinned(given.view, given.window), by_id, given.folds.last, folded_raw, cap)
         prompt = None
         if prompt_wanted and asks_model(summarizer) and not self.in_place(summarizer, given, given.sent):
             prompt = self._bounded_prompt(summarizer, _previous_summary(given), folded, given)
@@ -141,7 +150,8 @@ class Folder:
             section=history_section(number, given.thread_id, folded_raw),
             summarizer=summarizer,
             prompt=prompt,
-            pinned=self.pinned(given.view, given.window),
+            pinned=pinned,
+            task_lines=lines,
         )
 
     def in_place(self, summarizer: Any, given: FoldInput, sent: SentCall | None) -> bool:
@@ -169,7 +179,7 @@ class Folder:
         """The facts of a fold of `folded_raw` after `given.folds`: the previous facts extended, and rendered."""
         previous = Facts.from_dict(given.folds.last.facts if given.folds.last else None)
         facts = gather(previous, folded_raw, gist_lines(self.policy, given.window, self.meter))
-        cap = facts_cap_chars(self.pinned(given.view, given.window), given.window, self.policy, self.meter)
+        cap = int(given.window * self.policy.fold_facts_share * CHARS_PER_TOKEN)
         kept = quoted(facts, max_chars=cap)
         return Gathered(kept, render(kept, max_chars=cap))
 
@@ -272,6 +282,7 @@ class Folder:
             summary.summarizer,
             summary.fallback,
             pinned=str(plan.pinned[0].id) if plan.pinned else None,
+            task_lines=plan.task_lines,
         )
 
     def _finish(
@@ -299,6 +310,7 @@ class Folder:
             provisional.fallback,
             facts.to_dict(),
             provisional.pinned,
+            provisional.task_lines,
         )
         view[at] = summary_message(record)
         saved = given.tokens_before - after

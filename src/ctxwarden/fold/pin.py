@@ -1,63 +1,118 @@
-"""The task pinned ahead of every summary, and what it leaves the summary's facts.
+"""The task pinned ahead of every summary, whole or in part.
 
-A fold keeps the thread's first user message (the task) verbatim ahead of its summary: it
-opens every call unchanged, so the provider's cache keeps it across folds, and neither the
-summary nor the summarizer's prompt carries it again. Folded instead, it would come back
-anyway, quoted whole in the facts (the latest user message always is), and be billed
-uncached with every new summary — a task a third of the window long, as SWE-agent's
-demonstration-in-the-task makes it, cost more than stock summarization that way.
+A fold keeps the thread's first user message (the task) ahead of its summary: it opens
+every call unchanged, so the provider's cache keeps it across folds, and neither the
+summary nor the summarizer's prompt carries it again. Folded instead, it came back quoted
+whole in the facts (the latest user message always is) and was billed uncached with every
+new summary.
 
-A task pinned within the facts cap (`fold_facts_share`) leaves the facts their whole cap,
-as it always did. A longer one is pinned too, up to `PINNED_TASK_MAX_SHARE` of the window,
-and the facts get what is left of their cap after it: what a folded task quoted in the
-facts left them, so the view keeps the same room and only moves the task to where the
-cache keeps it. Past that share a fold could free too little behind it: the task is folded,
-as before.
+A task within the facts cap (`fold_facts_share` of the window) is pinned whole. A longer
+one — SWE-agent puts a whole demonstration in it, a third of a 16k window — is pinned in
+part, within that cap: its first and last lines, and the lines that hold the names, paths
+and numbers the folded turns wrote (what the session went on to use of it), the others
+marked by a gap line. A note above says how many lines are shown and how to get the rest:
+`recall(part="task")` returns the original, which stays in the thread untouched. The lines
+are chosen once, by the first fold that pins the task, from what that fold folds, and
+every later fold keeps them (`FoldRecord.task_lines`): the pinned part stays byte-identical,
+and a fold prepared ahead chooses the same lines as one made on the call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from ctxwarden.core.meter import TokenMeter
-from ctxwarden.core.policy import ContextPolicy
-from ctxwarden.core.text import message_text
-from ctxwarden.fold.state import kept_ahead
+from ctxwarden.core.caches import ObjectCache
+from ctxwarden.core.gist import render
+from ctxwarden.core.text import TOKEN, message_text, text_of
 
-CHARS_PER_TOKEN = 4
-"""The facts cap is set in tokens and applied in characters."""
+TASK_NOTE = (
+    '[ctxwarden: the task is shown in part: {shown} of its {total} lines (…: lines left out); recall(part="task") '
+    "returns it whole.]"
+)
 
-PINNED_TASK_MAX_SHARE = 0.5
-"""The largest task pinned, as a share of the window (see the module)."""
+EDGE_LINES = 3
+"""The task's first and last lines are worth more: the framing, and what it asks last."""
 
-
-def fold_start(view: Sequence[BaseMessage], window: int, policy: ContextPolicy, meter: TokenMeter) -> int:
-    """Index of the first message of `view` a fold may take: after the summary, and after the pinned task."""
-    ahead = kept_ahead(view)
-    if ahead or not view:
-        return ahead
-    first = view[0]
-    if not isinstance(first, HumanMessage) or not first.id:
-        return 0
-    return 1 if meter.message_tokens(first) <= int(window * PINNED_TASK_MAX_SHARE) else 0
+_SHOWN: ObjectCache[tuple[tuple[int, ...], HumanMessage]] = ObjectCache(64)
 
 
-def facts_cap_tokens(pinned: Sequence[BaseMessage], window: int, policy: ContextPolicy, meter: TokenMeter) -> int:
-    """The facts section's cap in tokens beside `pinned`: the whole `fold_facts_share` beside a task within it, what
-    is left of it beside a longer one (see the module)."""
-    cap = int(window * policy.fold_facts_share)
-    task = sum(meter.message_tokens(message) for message in pinned)
-    return cap if task <= cap else max(0, cap - task)
+def pinned_task(
+    pinned: Sequence[BaseMessage],
+    by_id: Mapping[Any, BaseMessage],
+    last: Any,
+    folded: Sequence[BaseMessage],
+    cap: tuple[int, Callable[[str], int]],
+) -> tuple[tuple[BaseMessage, ...], tuple[int, ...] | None]:
+    """The task a fold pins (`pinned`: none, or the view's first message), as shown, and the lines shown of it: those
+    of the `last` fold record, or chosen now within `cap` (tokens, and the counter) from what the fold folds."""
+    if not pinned:
+        return (), None
+    task = by_id.get(pinned[0].id, pinned[0])  # the original, when the view shows it in part
+    if last is not None and last.pinned == task.id and last.task_lines is not None:
+        lines: tuple[int, ...] | None = last.task_lines  # chosen once: the pinned part stays the same bytes
+    else:  # whole while it fits the cap (a smaller window may not fit it any more)
+        lines = task_lines(task, folded, *cap)
+    return (shown_task(task, lines),), lines
 
 
-def facts_cap_chars(pinned: Sequence[BaseMessage], window: int, policy: ContextPolicy, meter: TokenMeter) -> int:
-    """`facts_cap_tokens` in characters, as the section is cut: beside a longer task, the cap less the task's text."""
-    cap = int(window * policy.fold_facts_share * CHARS_PER_TOKEN)
-    if facts_cap_tokens(pinned, window, policy, meter) == int(window * policy.fold_facts_share):
-        return cap
-    return max(0, cap - sum(len(message_text(message)) + 1 for message in pinned))
+def task_lines(
+    task: BaseMessage, folded: Sequence[BaseMessage], budget: int, counter: Callable[[str], int]
+) -> tuple[int, ...] | None:
+    """The lines of `task` to pin within `budget` tokens (note included), or `None` when it fits whole.
+
+    Greedy on value per token: a line is worth the distinctive tokens of it that the agent wrote in `folded` (twice
+    each), its other distinctive tokens (a quarter each), and one more among the first and last `EDGE_LINES`."""
+    text = text_of(task)
+    if counter(text) <= budget:
+        return None
+    lines = text.splitlines()
+    used = {token for m in folded if isinstance(m, AIMessage) for token in TOKEN.findall(message_text(m))}
+    left = budget - counter(TASK_NOTE.format(shown=len(lines), total=len(lines)))
+    ranked = []
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        tokens = set(TOKEN.findall(line))
+        edge = index < EDGE_LINES or index >= len(lines) - EDGE_LINES
+        value = 2 * len(tokens & used) + 0.25 * len(tokens - used) + (1.0 if edge else 0.0)
+        cost = counter(line) + 1
+        if value > 0:
+            ranked.append((-value / cost, index, cost))
+    chosen = []
+    for _rank, index, cost in sorted(ranked):
+        if cost <= left:
+            chosen.append(index)
+            left -= cost
+    return tuple(sorted(chosen))
 
 
-__all__ = ["PINNED_TASK_MAX_SHARE", "facts_cap_chars", "facts_cap_tokens", "fold_start"]
+def shown_task(task: BaseMessage, lines: Sequence[int] | None) -> BaseMessage:
+    """`task` as the view pins it: itself, or (the same object for the same lines) a copy showing `lines`, with the
+    original's id."""
+    if lines is None or not isinstance(task, HumanMessage):
+        return task
+    key = tuple(lines)
+    hit = _SHOWN.get(task)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    all_lines = text_of(task).splitlines()
+    kept = [index for index in key if 0 <= index < len(all_lines)]
+    note = TASK_NOTE.format(shown=len(kept), total=len(all_lines))
+    shown = HumanMessage(
+        content=f"{note}\n{render(all_lines, kept)}",
+        id=task.id,
+        additional_kwargs={**task.additional_kwargs, "ctxwarden_task_lines": list(kept)},
+    )
+    _SHOWN.put(task, (key, shown))
+    return shown
+
+
+def is_shown_in_part(message: BaseMessage) -> bool:
+    """Whether `message` is a task pinned in part (`shown_task`), not the original."""
+    return "ctxwarden_task_lines" in message.additional_kwargs
+
+
+__all__ = ["EDGE_LINES", "TASK_NOTE", "is_shown_in_part", "pinned_task", "shown_task", "task_lines"]

@@ -65,7 +65,6 @@ from ctxwarden.fold.engine import (
     asks_model,
 )
 from ctxwarden.fold.forecast import DRAFT_LOOKAHEAD_CALLS, LOOKAHEAD_CALLS, GrowthForecast, Key, prepare_threshold
-from ctxwarden.fold.pin import facts_cap_tokens
 from ctxwarden.fold.preparation import Preparation, prepared_cut, previous_fold
 from ctxwarden.fold.state import FOLD_STATE_KEY, Folds
 from ctxwarden.fold.summarize import Summary, deterministic_summary, model_summary
@@ -287,7 +286,7 @@ class Preparer:
             error = f"{type(outcome).__name__}: {outcome}"
             summary = Summary(deterministic_summary(previous, plan.folded_raw), DETERMINISTIC, True, error)
         kept = meter.messages_tokens([*plan.pinned, *given.view[plan.cut :]])  # the pinned task stays too
-        facts = facts_cap_tokens(plan.pinned, given.window, policy, meter)  # at its cap: the fold renders it
+        facts = int(given.window * policy.fold_facts_share)  # at its cap: the section is rendered by the fold
         after = round((given.fixed_tokens + kept + meter.counter(summary.text) + facts) * given.factor)
         return plan, summary, draft.gathered if draft is not None else None, after
 

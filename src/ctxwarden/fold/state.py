@@ -20,6 +20,7 @@ from langchain.agents.middleware.types import AgentState, PrivateStateAttr
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from ctxwarden.core.stamp import METADATA_KEY
+from ctxwarden.fold.pin import shown_task
 
 FOLD_STATE_KEY = "ctxwarden_fold"
 SUMMARY_SOURCE = "summarization"
@@ -48,7 +49,9 @@ class FoldRecord:
     facts: Mapping[str, Any] = field(default_factory=dict)
     """The deterministic facts gathered over every fold so far (`Facts.to_dict()`); the next fold extends them."""
     pinned: str | None = None
-    """Id of the user message shown verbatim ahead of the summary (the thread's first), if any."""
+    """Id of the user message shown ahead of the summary (the thread's first), if any."""
+    task_lines: tuple[int, ...] | None = None
+    """The lines of the pinned message shown, when it is shown in part (`ctxwarden.fold.pin`); `None`: whole."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +65,7 @@ class FoldRecord:
             "fallback": self.fallback,
             "facts": dict(self.facts),
             "pinned": self.pinned,
+            "task_lines": list(self.task_lines) if self.task_lines is not None else None,
         }
 
     @classmethod
@@ -77,7 +81,12 @@ class FoldRecord:
             fallback=bool(raw.get("fallback", False)),
             facts=dict(raw.get("facts") or {}),
             pinned=raw.get("pinned"),
+            task_lines=_lines(raw.get("task_lines")),
         )
+
+
+def _lines(raw: Any) -> tuple[int, ...] | None:
+    return tuple(int(index) for index in raw) if isinstance(raw, list | tuple) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +175,9 @@ def shown_folded(messages: Sequence[BaseMessage], record: FoldRecord, upto: int)
     pinned = next((m for m in messages[: min(2, upto)] if m.id == record.pinned), None)  # the first user message
     if pinned is None:  # not where it was pinned from (an edited thread): look for it
         pinned = next((m for m in messages[:upto] if m.id == record.pinned), None)
-    return [summary, *messages[upto + 1 :]] if pinned is None else [pinned, summary, *messages[upto + 1 :]]
+    if pinned is None:
+        return [summary, *messages[upto + 1 :]]
+    return [shown_task(pinned, record.task_lines), summary, *messages[upto + 1 :]]
 
 
 def folded_view(messages: Sequence[BaseMessage], folds: Folds) -> list[BaseMessage]:
