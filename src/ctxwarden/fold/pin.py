@@ -61,11 +61,14 @@ def pinned_task(
 def task_lines(
     task: BaseMessage, folded: Sequence[BaseMessage], budget: int, counter: Callable[[str], int]
 ) -> tuple[int, ...] | None:
-    """The lines of `task` to pin within `budget` tokens (note included), or `None` when it fits whole.
+    """The lines of `task` to pin within `budget` tokens (note included), or `None` when it is pinned whole: it fits, or
+    its content is blocks rather than text.
 
     Greedy on value per token: a line is worth the distinctive tokens of it that the agent wrote in `folded` (twice
     each), its other distinctive tokens (a quarter each), and one more among the first and last `EDGE_LINES`."""
-    text = text_of(task)
+    if not isinstance(task.content, str):  # blocks (an image, a file): shown whole, never cut to their text
+        return None
+    text = task.content
     if counter(text) <= budget:
         return None
     lines = text.splitlines()
@@ -104,15 +107,10 @@ def shown_task(task: BaseMessage, lines: Sequence[int] | None) -> BaseMessage:
     shown = HumanMessage(
         content=f"{note}\n{render(all_lines, kept)}",
         id=task.id,
-        additional_kwargs={**task.additional_kwargs, "ctxwarden_task_lines": list(kept)},
+        additional_kwargs=dict(task.additional_kwargs),
     )
     _SHOWN.put(task, (key, shown))
     return shown
 
 
-def is_shown_in_part(message: BaseMessage) -> bool:
-    """Whether `message` is a task pinned in part (`shown_task`), not the original."""
-    return "ctxwarden_task_lines" in message.additional_kwargs
-
-
-__all__ = ["EDGE_LINES", "TASK_NOTE", "is_shown_in_part", "pinned_task", "shown_task", "task_lines"]
+__all__ = ["EDGE_LINES", "TASK_NOTE", "pinned_task", "shown_task", "task_lines"]
