@@ -25,8 +25,7 @@ class TokenLedger:
     thread's first index allocate tens of thousands of containers, enough to set off a full pass of the garbage
     collector over the thread just loaded. `sync` indexes only the messages added since the last call (by identity),
     and starts over when the thread is another one. `sync` holds `lock`, which a reader in another thread holds too
-    (`clip.pregist`); a background thread indexes a resumed thread a piece at a time (`chars`), so a call that needs
-    the ledger meanwhile waits for one piece, not the whole thread.
+    (`clip.pregist`).
     """
 
     __slots__ = ("_first", "_firsts", "_messages", "_places", "_second", "_third", "lock")
@@ -41,36 +40,26 @@ class TokenLedger:
         self._firsts: dict[int, list[str]] = {}
         """The tokens each position was first to show (so `shown_again` reads no text)."""
 
-    def sync(self, messages: Sequence[BaseMessage], chars: int | None = None) -> bool:
-        """Index the messages of `messages` added since the last call, or, with `chars`, the next of them up to about
-        that many characters of text (at least one message); whether there is no more to index. Only a whole sync
-        starts over on another thread (or an older list of this one): a piece leaves the ledger as it is."""
+    def sync(self, messages: Sequence[BaseMessage]) -> None:
         with self.lock:
-            return self._sync(messages, chars)
+            self._sync(messages)
 
-    def _sync(self, messages: Sequence[BaseMessage], chars: int | None) -> bool:
+    def _sync(self, messages: Sequence[BaseMessage]) -> None:
         known = len(self._messages)
         if known and (
             known > len(messages)
             or messages[0] is not self._messages[0]
             or messages[known - 1] is not self._messages[-1]
         ):
-            if chars is not None:  # a piece never starts over: the list it was given is older than the ledger's
-                return True
             self._messages, self._places, self._firsts = [], {}, {}
             self._first, self._second, self._third = {}, {}, {}
             known = 0
         first, second, third = self._first, self._second, self._third
-        read = 0
         for position in range(known, len(messages)):
-            if chars is not None and read >= chars:
-                return False
             message = messages[position]
             self._messages.append(message)
             self._places[id(message)] = position
-            text = message_text(message)
-            read += len(text)
-            for token in set(TOKEN.findall(text)):
+            for token in set(TOKEN.findall(message_text(message))):
                 if token not in first:
                     first[token] = position
                     self._firsts.setdefault(position, []).append(token)
@@ -78,7 +67,6 @@ class TokenLedger:
                     second[token] = position
                 elif token not in third:
                     third[token] = position
-        return True
 
     @property
     def size(self) -> int:

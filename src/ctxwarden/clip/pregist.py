@@ -20,11 +20,7 @@ work, and it waits while a call is being shaped (`core.foreground`), one gist at
 
 The thread's token ledger is shared with the calls: the background thread copies what it
 needs of it (how often each of a result's tokens was shown before it) under the ledger's
-lock, which its `sync` holds too, so a call never waits on a gist being made. On a resume
-the ledger indexes the whole thread first (about 90 ms at 1M tokens); the background thread
-does that `SYNC_PIECE_CHARS` at a time and waits for the calls being shaped between two
-pieces, so a call meanwhile waits for one piece, not for all of it (one that needs the
-ledger indexes the rest itself). The gists
+lock, which its `sync` holds too, so a call never waits on a gist being made. The gists
 are memory only, held weakly by the result's identity (`ObjectCache`, at most
 `MAX_PREGISTS`), and checked on use against the budget, the result's count and its
 position in the thread they were made for.
@@ -63,9 +59,6 @@ replaces the one being made is taken up at once."""
 
 FOREGROUND_WAIT = 0.05
 """Seconds the background thread waits, before each gist, for the calls being shaped to finish (`core.foreground`)."""
-
-SYNC_PIECE_CHARS = 100_000
-"""Characters of a thread's text the background thread indexes under the ledger's lock at a time (about 2 ms)."""
 
 LINGER = 2.0
 """Seconds an idle background thread waits for more work before it ends: starting a thread costs a call about 0.1 ms,
@@ -232,8 +225,9 @@ class Pregists:
         """Make the gists of `jobs`; whether it gave way to a newer hand-over before the end."""
         for message, budget, tokens in jobs:
             FOREGROUND.wait_idle(FOREGROUND_WAIT)
-            if ledger.size < len(thread) and not self._caught_up(ledger, thread):
-                return True
+            if ledger.size < len(thread):  # a call may have brought it further already: never back
+                ledger.sync(thread)  # a whole thread's on a resume: calls may have started meanwhile
+                FOREGROUND.wait_idle(FOREGROUND_WAIT)
             if self._pending is not None:  # a newer hand-over holds every job of this one still needed: on to it
                 return True
             if self._is_made(message, budget, tokens):  # made before this hand-over was taken
@@ -249,16 +243,6 @@ class Pregists:
             placeholder = result_placeholder(message, tokens, made)
             self._made.put(message, MadeAhead(budget, tokens, position, made, placeholder, measure(placeholder)))
         return False
-
-    def _caught_up(self, ledger: TokenLedger, thread: list[BaseMessage]) -> bool:
-        """Bring `ledger` up to `thread` a piece at a time (a whole thread on a resume), calls first between two
-        pieces; `False` when a newer hand-over came meanwhile (it goes on from where this piece left the ledger)."""
-        while not ledger.sync(thread, SYNC_PIECE_CHARS):  # a call may bring it further meanwhile: never back
-            FOREGROUND.wait_idle(FOREGROUND_WAIT)
-            if self._pending is not None:
-                return False
-        FOREGROUND.wait_idle(FOREGROUND_WAIT)
-        return True
 
     def _is_made(self, message: BaseMessage, budget: int, tokens: int) -> bool:
         hit = self._made.get(message)
@@ -282,7 +266,6 @@ def prepare_stage(policy: ContextPolicy, window: int, used: int) -> int:
 __all__ = [
     "MAX_PREGISTS",
     "PREPARE_STAGES",
-    "SYNC_PIECE_CHARS",
     "Job",
     "MadeAhead",
     "Measure",
