@@ -11,8 +11,9 @@ message answering it, so the tool names are the agent's own commands.
 
 The demonstration is fixed instruction that SWE-agent sends before the task. Deployments
 put it either in the system prompt or in the first user message, and the two shapes
-manage very differently (a large first user message is pinned whole above every fold),
-so `demo_in` chooses: `"system"` or `"user"`.
+manage very differently (a first user message a third of a small window long is pinned
+in part above every fold, `ctxwarden.fold.pin`), so `demo_in` chooses: `"system"` or
+`"user"`.
 """
 
 from __future__ import annotations
