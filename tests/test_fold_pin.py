@@ -136,6 +136,11 @@ def test_a_task_past_the_facts_cap_is_pinned_in_part_and_recalled_whole(tmp_path
         assert "Requirement 42" not in str(view[1].content)  # not quoted again in the summary
     recall = next(t for t in middleware[0].tools if t.name == "recall")
     assert recall.func(values, part="task") == LONG_TASK  # the whole task, one call away
+    cut = next(line for line in LONG_TASK.splitlines() if line not in part.splitlines())
+    found = recall.func(values, query=cut)
+    assert cut in found  # a line left out is found, and not said to be in view
+    assert "; 0 in your view now" in found.splitlines()[0]
+    assert "in your view now" not in found.split("\n", 1)[1]
     assert model_view(values["messages"], values)[0].content == part  # what a reader sees is what the model saw
 
 
