@@ -313,4 +313,3 @@ def test_a_newer_hand_over_replaces_the_list_being_made(monkeypatch: pytest.Monk
     first_lines = [text_of(job[0]).splitlines()[0] for job in jobs]
     assert [line for _name, line in made] == [first_lines[0], first_lines[3]]  # each once, none of the stale ones
     assert pregists.standing(jobs[3][0], 100, jobs[3][2], messages) is not None
-
