@@ -146,14 +146,15 @@ def test_a_task_past_the_facts_cap_is_pinned_in_part_and_recalled_whole(tmp_path
 
 def test_the_lines_pinned_of_a_task_follow_the_cap_and_what_the_folded_turns_used() -> None:
     meter = TokenMeter()
-    task = HumanMessage(LONG_TASK, id="task")
+    task = HumanMessage(LONG_TASK, id="task", name="alice", additional_kwargs={"origin": "cli"})
     used = [AIMessage("I will edit module_42 and module_7 now.")]
     assert task_lines(task, used, 10_000, meter.counter) is None  # fits whole
     lines = task_lines(task, used, 150, meter.counter)
     assert lines is not None
     assert {0, 7, 42, 59} <= set(lines)
     shown = shown_task(task, lines)
-    assert shown.id == "task"
+    assert (shown.id, shown.name, shown.additional_kwargs) == ("task", "alice", {"origin": "cli"})  # the same speaker
+    assert task.content == LONG_TASK  # the original untouched
     assert shown is shown_task(task, lines)
     assert meter.counter(str(shown.content)) <= 160
     assert shown_task(task, None) is task

@@ -94,7 +94,7 @@ def task_lines(
 
 def shown_task(task: BaseMessage, lines: Sequence[int] | None) -> BaseMessage:
     """`task` as the view pins it: itself, or (the same object for the same lines) a copy showing `lines`, with the
-    original's id."""
+    original's id, name and metadata."""
     if lines is None or not isinstance(task, HumanMessage):
         return task
     key = tuple(lines)
@@ -104,11 +104,8 @@ def shown_task(task: BaseMessage, lines: Sequence[int] | None) -> BaseMessage:
     all_lines = text_of(task).splitlines()
     kept = [index for index in key if 0 <= index < len(all_lines)]
     note = TASK_NOTE.format(shown=len(kept), total=len(all_lines))
-    shown = HumanMessage(
-        content=f"{note}\n{render(all_lines, kept)}",
-        id=task.id,
-        additional_kwargs=dict(task.additional_kwargs),
-    )
+    # a copy with its id, name and metadata: the same speaker, only the text is cut
+    shown = task.model_copy(update={"content": f"{note}\n{render(all_lines, kept)}"})
     _SHOWN.put(task, (key, shown))
     return shown
 
