@@ -16,7 +16,6 @@ only the agent's replies stream.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -33,11 +32,13 @@ from ctxwarden.fold.facts import Facts, gather, gist_lines, quoted, render, stri
 from ctxwarden.fold.history import appending, history_path
 from ctxwarden.fold.in_place import SentCall, fold_request
 from ctxwarden.fold.pin import pinned_task
+from ctxwarden.fold.plan import FoldInput, FoldOutcome, FoldPlan, Gathered
 from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, kept_ahead, summary_message
 from ctxwarden.fold.summarize import Summary, deterministic_summary, prompt_for, summarizing
 from ctxwarden.fold.transcript import history_section
 
 CHARS_PER_TOKEN = 4
+"""For the facts cap: a share of the window in tokens, spent in characters."""
 
 IN_PLACE_ALLOWANCE = 600
 """Tokens an in-place summarizer request adds to its call (the instruction): a call with less room left in its
@@ -45,64 +46,6 @@ window asks with the transcript instead."""
 
 DETERMINISTIC = "deterministic"
 """Pass as the summarizer to build summaries without a model."""
-
-
-@dataclass(frozen=True, slots=True)
-class FoldInput:
-    """What one fold starts from."""
-
-    view: Sequence[BaseMessage]
-    """What the model would receive now (earlier folds and clearing applied)."""
-    thread: Sequence[BaseMessage]
-    """The checkpointed messages, whole: the history file gets these."""
-    folds: Folds
-    window: int
-    fixed_tokens: int
-    """System prompt and tool schemas (raw count)."""
-    factor: float
-    tokens_before: int
-    thread_id: str | None
-    namespace: str
-    fallback_model: Any = None
-    """The model to summarize with when no summarizer was configured (the agent's)."""
-    instructions: str | None = None
-    forced: bool = False
-    sent: SentCall | None = None
-    """The call as the model receives it, which an in-place summarizer request continues (`ctxwarden.fold.in_place`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class FoldPlan:
-    number: int
-    cut: int
-    folded: list[BaseMessage]
-    folded_raw: list[BaseMessage]
-    path: str
-    section: str
-    summarizer: Any
-    prompt: str | None
-    pinned: tuple[BaseMessage, ...] = ()
-    """The user message the new view shows ahead of the summary (`Folder.start`), as it shows it."""
-    task_lines: tuple[int, ...] | None = None
-    """The lines of the pinned task shown, when it is shown in part (`ctxwarden.fold.pin`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Gathered:
-    """The facts of a fold: gathered over every folded message (cumulative), and rendered as the summary's section."""
-
-    facts: Facts
-    quoted: str
-
-
-@dataclass(frozen=True, slots=True)
-class FoldOutcome:
-    """The new view, the private state to persist, and what to record."""
-
-    view: list[BaseMessage]
-    state: dict[str, Any] | None
-    events: list[PendingEvent]
-    record: FoldRecord | None
 
 
 class Folder:
