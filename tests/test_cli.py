@@ -18,17 +18,7 @@ from ctxwarden import __version__
 from ctxwarden.cli import build_parser
 from ctxwarden.demo import run_demo
 from ctxwarden.trace.store import TraceEvent, TraceStore
-
-SMALL_SESSION = [
-    {"role": "user", "content": "list files"},
-    {
-        "role": "assistant",
-        "content": "Looking.",
-        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": '{"path": "."}'}}],
-    },
-    {"role": "tool", "tool_call_id": "c1", "content": "a.txt\nb.txt"},
-    {"role": "assistant", "content": "Two files."},
-]
+from sessions import SMALL_SESSION
 
 
 def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -17,17 +17,8 @@ import pytest
 from ctxwarden.cli import build_parser
 from ctxwarden.demo.run import cli_command
 from ctxwarden.trace import KINDS
+from sessions import SMALL_SESSION
 
-SMALL_SESSION = [
-    {"role": "user", "content": "list files"},
-    {
-        "role": "assistant",
-        "content": "Looking.",
-        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": '{"path": "."}'}}],
-    },
-    {"role": "tool", "tool_call_id": "c1", "content": "a.txt\nb.txt"},
-    {"role": "assistant", "content": "Two files."},
-]
 LONG_THREAD = "demo-sqlfluff__sqlfluff-1733-a-thread-name-long-enough-to-wrap"
 
 

@@ -23,6 +23,7 @@ from ctxwarden import DETERMINISTIC, Session, context_middleware, create_context
 from ctxwarden.bench.harness import CapturingReplay
 from ctxwarden.replay import ReplayChatModel, parse_recording, replay_tools, scripted_model
 from ctxwarden.replay.streaming import chunks_of
+from sessions import SMALL_SESSION
 
 
 @tool
@@ -167,16 +168,7 @@ def test_an_empty_reply_still_streams_one_chunk() -> None:
     assert chunks[0].chunk_position == "last"
 
 
-RECORDED = [
-    {"role": "user", "content": "list files"},
-    {
-        "role": "assistant",
-        "content": "Looking.",
-        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": '{"path": "."}'}}],
-    },
-    {"role": "tool", "tool_call_id": "c1", "content": "a.txt\nb.txt"},
-    {"role": "assistant", "content": "Two files."},
-]
+RECORDED = SMALL_SESSION
 
 
 @pytest.mark.parametrize("model_class", [ReplayChatModel, CapturingReplay])
