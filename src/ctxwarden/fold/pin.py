@@ -20,6 +20,7 @@ and a fold prepared ahead chooses the same lines as one made on the call.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -68,20 +69,15 @@ def task_lines(
     each), its other distinctive tokens (a quarter each), and one more among the first and last `EDGE_LINES`."""
     if not isinstance(task.content, str):  # blocks (an image, a file): shown whole, never cut to their text
         return None
-    text = task.content
-    if counter(text) <= budget:
+    whole, lines = _read(task, task.content, counter)
+    if whole <= budget:
         return None
-    lines = text.splitlines()
     used = {token for m in folded if isinstance(m, AIMessage) for token in TOKEN.findall(message_text(m))}
-    left = budget - counter(TASK_NOTE.format(shown=len(lines), total=len(lines)))
+    left = budget - counter(TASK_NOTE.format(shown=lines.total, total=lines.total))
     ranked = []
-    for index, line in enumerate(lines):
-        if not line.strip():
-            continue
-        tokens = set(TOKEN.findall(line))
-        edge = index < EDGE_LINES or index >= len(lines) - EDGE_LINES
+    for index, tokens, cost in lines.lines:
+        edge = index < EDGE_LINES or index >= lines.total - EDGE_LINES
         value = 2 * len(tokens & used) + 0.25 * len(tokens - used) + (1.0 if edge else 0.0)
-        cost = counter(line) + 1
         if value > 0:
             ranked.append((-value / cost, index, cost))
     chosen = []
@@ -90,6 +86,31 @@ def task_lines(
             chosen.append(index)
             left -= cost
     return tuple(sorted(chosen))
+
+
+@dataclass(frozen=True, slots=True)
+class _Lines:
+    """A task's non-blank lines as `task_lines` weighs them: index, distinctive tokens, tokens with its line break."""
+
+    total: int
+    lines: tuple[tuple[int, frozenset[str], int], ...]
+
+
+_READ: ObjectCache[tuple[Callable[[str], int], int, _Lines]] = ObjectCache(64)
+"""By task: its count and lines, read once (the fold plans of the calls before the first fold all weigh them)."""
+
+
+def _read(task: BaseMessage, text: str, counter: Callable[[str], int]) -> tuple[int, _Lines]:
+    hit = _READ.get(task)
+    if hit is not None and hit[0] is counter:
+        return hit[1], hit[2]
+    split = text.splitlines()
+    lines = tuple(
+        (index, frozenset(TOKEN.findall(line)), counter(line) + 1) for index, line in enumerate(split) if line.strip()
+    )
+    read = (counter, counter(text), _Lines(len(split), lines))
+    _READ.put(task, read)
+    return read[1], read[2]
 
 
 def shown_task(task: BaseMessage, lines: Sequence[int] | None) -> BaseMessage:
