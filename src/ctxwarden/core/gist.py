@@ -11,6 +11,8 @@ bounded excerpt of the original instead, chosen line by line for that value:
 - error, traceback and failing-test lines, test-run summaries and grep hits — and, first of all,
   the line that says why the output failed (its last failure line, the one a fold's facts quote
   for a failing command), so a cleared failure still shows its reason;
+- declarations of a name the thread has not shown twice (`def`, `class`, or a method led by modifiers, as in
+  `public void doRegister(URL url) {`), whose line numbers the next `goto`, `edit` or `sed -n` uses;
 - the first and last lines, which say what the output is and how it ended.
 
 Clearing quotes the gist in the result's placeholder, eviction in its preview, and a fold in
@@ -52,7 +54,21 @@ GREP_LINE = re.compile(r"^(?P<path>[^\s:][^:\n]{0,300}?):(?P<line>\d+)[:-]")
 LINE_NUMBER = re.compile(r"^\s*(\d+)(?:[:-]|\t|\s{2,})")
 """The line-number prefix of `grep -n`, `cat -n` and `nl` output: an address, worth what the line it addresses holds."""
 
-DEFINITION = re.compile(r"^\s*(?:\d+[:\s-]+)?\s*(?:async\s+)?(?:def|class|function|fn|func|struct|interface)\s+\w")
+MODIFIER = (
+    r"(?:public|private|protected|internal|static|final|abstract|synchronized|native|default|override|virtual"
+    r"|sealed|open|export|async|unsafe|extern|inline|suspend|pub(?:\([\w:]+\))?)"
+)
+DEFINITION = re.compile(
+    r"\s*(?:\d+[:\s-]+)?\s*(?:@\w+\s+)*"
+    rf"(?:(?:{MODIFIER}\s+)*(?:def|class|function|fn|func|struct|interface|enum|record|trait|impl)\s+(?P<named>\w+)"
+    rf"|(?:{MODIFIER}\s+)++(?:[\w<>\[\],.?]++\s++)*+(?P<called>\w+)\s*\()"
+)
+"""A line that declares a name: `def`, `class` and their kin, or a method or constructor led by modifiers
+(`public void doRegister(URL url) {`, `private static Map<K, V> index(`), where `goto`, `edit` and `sed -n`
+come back to. Matched from the line's start (its line-number prefix allowed)."""
+
+DEFINES = 1.5
+"""What a declaration is worth beyond its tokens, while the name it declares is news (`_declares_news`)."""
 
 MAX_LINE_CHARS = 1_000
 """Longer lines are never quoted (they cost more than the detail they carry is worth)."""
@@ -127,6 +143,8 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
                 weight = weight_cache[token] = _weight(token, seen(token))
             if weight > 0:
                 found.append((token, weight))
+        if signal == DEFINES and not _declares_news(line, found):
+            signal = 0.0
         extra = signal + (0.75 if index < 2 or index > last - 2 else 0.0)
         if not found and extra <= 0:
             continue
@@ -256,11 +274,19 @@ def _signal(line: str, maybe: bool) -> float:
             return 3.0
         if TRACEBACK_START.search(line) or ERROR.search(line):
             return 3.0
-    if DEFINITION.search(line):
-        return 1.5
+    if DEFINITION.match(line):
+        return DEFINES
     if GREP_LINE.match(line):
         return 0.5
     return 0.0
+
+
+def _declares_news(line: str, found: list[tuple[str, float]]) -> bool:
+    """Whether declaration `line` declares a name still worth something (one the thread has not shown twice): a
+    file viewed again re-declares every name in it, and those declarations are no news."""
+    declared = DEFINITION.match(line)
+    name = declared and (declared.group("named") or declared.group("called"))
+    return any(token == name for token, _weight in found)
 
 
 def _value(tokens: list[tuple[str, float]], bonus: float, covered: set[str]) -> float:
