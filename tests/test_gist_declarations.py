@@ -101,6 +101,8 @@ def test_declarations_are_recognised_in_several_languages(line: str) -> None:
         "            return urls.addAll(buildURLs(url, instances));",
         "internal error (code 3) while reading",
         "The class loader failed to start",
+        " " * 990 + "x",  # read once: every run of the pattern is possessive
+        "public " + "a " * 490 + "b",
     ],
 )
 def test_calls_assignments_and_prose_are_not_declarations(line: str) -> None:

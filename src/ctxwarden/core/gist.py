@@ -59,13 +59,14 @@ MODIFIER = (
     r"|sealed|open|export|async|unsafe|extern|inline|suspend|pub(?:\([\w:]+\))?)"
 )
 DEFINITION = re.compile(
-    r"\s*(?:\d+[:\s-]+)?\s*(?:@\w+\s+)*"
-    rf"(?:(?:{MODIFIER}\s+)*(?:def|class|function|fn|func|struct|interface|enum|record|trait|impl)\s+(?P<named>\w+)"
-    rf"|(?:{MODIFIER}\s+)++(?:[\w<>\[\],.?]++\s++)*+(?P<called>\w+)\s*\()"
+    r"\s*+(?:\d++[:\s-]++)?+\s*+(?:@\w++\s++)*+"
+    rf"(?:(?:{MODIFIER}\s++)*+(?:def|class|function|fn|func|struct|interface|enum|record|trait|impl)\s++(?P<named>\w+)"
+    rf"|(?:{MODIFIER}\s++)++(?:[\w<>\[\],.?]++\s++)*+(?P<called>\w+)\s*+\()"
 )
 """A line that declares a name: `def`, `class` and their kin, or a method or constructor led by modifiers
 (`public void doRegister(URL url) {`, `private static Map<K, V> index(`), where `goto`, `edit` and `sed -n`
-come back to. Matched from the line's start (its line-number prefix allowed)."""
+come back to. Matched from the line's start (its line-number prefix allowed); every run is possessive, so a line of
+a thousand spaces or modifiers is read once, never backtracked over."""
 
 DEFINES = 1.5
 """What a declaration is worth beyond its tokens, while the name it declares is news (`_declares_news`)."""
