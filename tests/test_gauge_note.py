@@ -64,7 +64,9 @@ def test_a_note_appears_exactly_where_the_gauge_rises(tmp_path: Path, sentences:
     messages = agent.get_state(config).values["messages"]
     stamps = [m.response_metadata["ctxwarden"] for m in messages if isinstance(m, AIMessage)]
     levels = [s["gauge"] for s in stamps]
-    assert {"warn", "critical"} <= set(levels)
+    # where a step takes the call from warn past `summarize_at`, its notes included, the fold comes first and the
+    # gauge shows no critical: every scenario reaches warn, and most critical too
+    assert "warn" in set(levels)
     assert "context_compaction" in {e for s in stamps for e in s["events"]}
 
     seen: set[str] = set()
@@ -76,7 +78,7 @@ def test_a_note_appears_exactly_where_the_gauge_rises(tmp_path: Path, sentences:
     rises = [i for i in range(len(levels)) if RANK[levels[i]] > RANK[levels[i - 1] if i else "ok"]]
     assert [i for i, new in enumerate(new_per_call) if new] == rises
     assert all(len(new_per_call[i]) == 1 for i in rises)
-    assert len(rises) >= 3  # ok -> warn, warn -> critical, and again after the fold brought it down
+    assert len(rises) >= (3 if "critical" in levels else 2)  # up to warn, critical, and again after the fold
     for i in rises:
         (note,) = new_per_call[i]
         assert views.views[i][-1].content == note  # after the newest message

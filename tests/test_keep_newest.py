@@ -99,7 +99,7 @@ def test_by_default_a_result_older_than_the_newest_step_leaves_with_its_gist(tmp
     """The default keeps only the newest step whole: the step before is what the agent has already acted on, and
     its gist keeps its distinctive lines, so holding it whole costs tokens on every call for little it still needs."""
     policy = ContextPolicy(
-        clear_at=0.5, clear_to=0.3, summarize_at=0.95, evict_window_share=0.5, clear_min_batch_share=0.05
+        clear_at=0.45, clear_to=0.3, summarize_at=0.95, evict_window_share=0.5, clear_min_batch_share=0.05
     )
     steps = [AIMessage(THOUGHT, tool_calls=[{"name": "listing", "args": {"page": i}, "id": f"l{i}"}]) for i in range(2)]
     views = Views()

@@ -97,7 +97,7 @@ class ClearLayer:
         masked = mask_of(index, turns)
         state_messages = request.state.get("messages") if isinstance(request.state, dict) else None
         self._thread, self._ledger = state_messages or messages, None  # indexed only if a gist is made
-        fixed = budget.measurement.system + budget.measurement.tools
+        fixed = budget.measurement.fixed
         factor = budget.measurement.factor
         untouched, view, view_tokens, used = self._measured_view(index, boundary, masked, budget)
         due = due_turns(index)
@@ -146,7 +146,7 @@ class ClearLayer:
             return True, list(index.messages), budget.measurement.messages, budget.used
         view = self._grown_view(index, boundary, masked)
         tokens = self.meter.messages_tokens(view)
-        fixed = budget.measurement.system + budget.measurement.tools
+        fixed = budget.measurement.fixed
         return False, view, tokens, round((fixed + tokens) * budget.measurement.factor)
 
     def _batch(
@@ -162,7 +162,7 @@ class ClearLayer:
         """Grow the boundary by one batch when one is worth its cache miss (or the call is past the fold threshold,
         or forced): the boundary, the view, its raw message tokens and the batch's event; the same boundary and the
         `measured` view when not."""
-        fixed, factor = budget.measurement.system + budget.measurement.tools, budget.measurement.factor
+        fixed, factor = budget.measurement.fixed, budget.measurement.factor
         target = int(budget.window.tokens * self.policy.clear_to)
         need = float("inf") if budget.force else (used - target) / factor
         smallest = budget.window.tokens * self.policy.clear_min_batch_share

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool
 from langgraph.prebuilt import InjectedState
 
 from ctxwarden.clip.evict import RECALL_TOOL
@@ -41,6 +41,7 @@ from ctxwarden.clip.search import Source, file_sources, find, matcher, message_s
 from ctxwarden.core.identity import identified
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.runtime import step_context
+from ctxwarden.core.shown_schema import ShownSchemaTool, bare_schema
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import decode, text_of
 
@@ -48,11 +49,15 @@ DEFAULT_LIMIT = 8_000
 MAX_LIMIT = 50_000
 
 DESCRIPTION = (
-    "Get back what left your context. recall(call_id=...): a call's original result (part='args': its arguments; "
-    "'text': what you wrote with it). "
-    "recall(query=...): search all of it (regex=True: a regular expression). page=2: the next page."
+    "call_id: a call's original result (part='args': its arguments, 'text': what you wrote with it). "
+    "query: search what left your context (regex=True: a regular expression). page=2: next page."
 )
 """Every call carries this schema, so it is kept short: each token of it is paid on every model call."""
+
+SHOWN_SCHEMA = bare_schema(call_id="string", query="string", regex="boolean", page="integer", part="string")
+"""What the model is shown of the arguments: the description and the placeholders say the rest. `part` also takes
+"raw" (a rendered output's bytes) and "task" (the task a fold pinned in part), which the notes naming them say;
+`limit` (characters a page, `DEFAULT_LIMIT`) is accepted but not shown."""
 
 Scope = Callable[[Mapping[str, Any]], Sequence[Source]]
 """What `recall(query=...)` searches, from the running thread's state."""
@@ -309,7 +314,7 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
         found, why = lookup_result(messages, call_id, backend, raw=part == "raw")
         return page_of(found, page, limit) if found is not None else str(why)
 
-    return StructuredTool.from_function(func=recall, name=RECALL_TOOL, description=DESCRIPTION)
+    return ShownSchemaTool.from_function(func=recall, name=RECALL_TOOL, description=DESCRIPTION, shown=SHOWN_SCHEMA)
 
 
 page_of = page

@@ -157,13 +157,18 @@ class GaugeNote:
         self._placed = (list(messages), key, shown)
         return list(shown)
 
+    def carried(self, request: ModelRequest[Any]) -> int:
+        """Tokens of the notes earlier calls placed, at most what this call carries: the layers before this stage
+        count them as fixed, so a call whose notes would tip it past a threshold is cleared or folded first."""
+        return self._tokens(_known(request)) if self.policy.gauge_notes else 0
+
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         if not self.policy.gauge_notes:
             return None
         state = request.state if isinstance(request.state, dict) else {}
+        budget = budget.carrying(0)  # the notes carried are counted below, as placed
         level = budget.gauge
-        raw = state.get(NOTES_STATE_KEY)
-        known: list[dict[str, str]] = [dict(n) for n in raw if isinstance(n, dict)] if isinstance(raw, list) else []
+        known = _known(request)
         kept = [n for n in known if RANK.get(n.get("gauge", ""), 3) <= RANK[level]]
         messages = request.messages
         shown = self._place(messages, kept) if kept else list(messages)
@@ -178,7 +183,10 @@ class GaugeNote:
         if rose(previous_level(state.get("messages") or messages), noted.gauge) and messages and messages[-1].id:
             text = note_text(noted)
             if meter is not None:  # the note tells the fill it brings the call to, as the call's stamp will
-                noted = _with_tokens(noted, self._tokens([{"text": text, "gauge": noted.gauge}]))
+                with_note = _with_tokens(noted, self._tokens([{"text": text, "gauge": noted.gauge}]))
+                if with_note.overflow and not noted.overflow:  # a note never tips a call past the window
+                    return self._edit(request, shown, kept, known, budget.measurement.messages + kept_tokens)
+                noted = with_note
                 text = note_text(noted)
             level = noted.gauge
             kept.append({"after": str(messages[-1].id), "gauge": level, "text": text})
@@ -186,13 +194,26 @@ class GaugeNote:
             shown.append(note_message(text, level))
             events.append(("gauge_note", {"gauge": level, "fraction": round(noted.fraction, 4)}, budget.window.model))
             stamp = {NOTE_STAMP_KEY: text}
+        # one note message in `shown` for each kept note: the request's messages and theirs
+        tokens = budget.measurement.messages + kept_tokens if meter is not None else None
+        return self._edit(request, shown, kept, known, tokens, events, stamp)
+
+    @staticmethod
+    def _edit(
+        request: ModelRequest[Any],
+        shown: Sequence[BaseMessage],
+        kept: list[dict[str, str]],
+        known: list[dict[str, str]],
+        tokens: int | None,
+        events: list[Any] | None = None,
+        stamp: dict[str, Any] | None = None,
+    ) -> LayerEdit | None:
+        """The call with the notes `kept` in view (`shown`), and the private state when they differ from `known`."""
         if not kept and not known:
             return None
         update = {NOTES_STATE_KEY: kept} if kept != known else None
-        # one note message in `shown` for each kept note: the request's messages and theirs
-        tokens = budget.measurement.messages + kept_tokens if meter is not None else None
         shown_request = request.override(messages=cast("list[AnyMessage]", shown))
-        return LayerEdit(shown_request, state=update, events=events, stamp=stamp, message_tokens=tokens)
+        return LayerEdit(shown_request, state=update, events=events or [], stamp=stamp, message_tokens=tokens)
 
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         return self.shape(request, budget)
@@ -201,6 +222,12 @@ class GaugeNote:
         """The notes' messages' tokens (0 without the stack's meter: then the notes are not counted)."""
         meter = self.meter
         return sum(meter.message_tokens(note_message(n["text"], n["gauge"])) for n in notes) if meter else 0
+
+
+def _known(request: ModelRequest[Any]) -> list[dict[str, str]]:
+    """The notes earlier calls placed, from the private state."""
+    raw = request.state.get(NOTES_STATE_KEY) if isinstance(request.state, dict) else None
+    return [dict(n) for n in raw if isinstance(n, dict)] if isinstance(raw, list) else []
 
 
 def _with_tokens(budget: CallBudget, extra: int) -> CallBudget:

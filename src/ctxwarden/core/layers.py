@@ -14,6 +14,7 @@ it stops the call with an error that names the key and the fix.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict, get_type_hints, runtime_checkable
@@ -59,6 +60,12 @@ class CallBudget:
     def overflow(self) -> bool:
         """Whether the call would exceed the window."""
         return self.used > self.window.tokens
+
+    def carrying(self, notes: int) -> CallBudget:
+        """This budget counting `notes` tokens of gauge notes beside its messages (`Measurement.notes`)."""
+        if self.measurement.notes == notes:
+            return self
+        return dataclasses.replace(self, measurement=dataclasses.replace(self.measurement, notes=notes))
 
     @property
     def clear_at(self) -> int:

@@ -76,10 +76,18 @@ class Measurement:
     factor: float
     """Calibration applied to the raw count (provider tokens per counted token)."""
 
+    notes: int = 0
+    """Gauge notes of earlier calls the call will carry: placed after every layer, so not in `messages` yet."""
+
+    @property
+    def fixed(self) -> int:
+        """What no edit of the messages removes: the system prompt, the tool schemas and the notes carried."""
+        return self.system + self.tools + self.notes
+
     @property
     def estimate(self) -> int:
         """The raw count, before calibration."""
-        return self.system + self.tools + self.messages
+        return self.fixed + self.messages
 
     @property
     def total(self) -> int:

@@ -148,7 +148,7 @@ def fold_input(
         thread=state_messages or request.messages,
         folds=folds,
         window=budget.window.tokens,
-        fixed_tokens=m.system + m.tools,
+        fixed_tokens=m.fixed,
         factor=m.factor,
         tokens_before=budget.used,
         thread_id=thread_id,

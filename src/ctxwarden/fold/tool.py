@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
+from langchain_core.tools import BaseTool, InjectedToolCallId
 from langgraph.prebuilt import InjectedState
 from langgraph.types import Command
 from pydantic import BeforeValidator
 
+from ctxwarden.core.shown_schema import ShownSchemaTool, bare_schema
 from ctxwarden.fold.state import FOLD_STATE_KEY, Folds
 
 COMPACT_TOOL = "compact_conversation"
@@ -42,13 +43,11 @@ def make_compact_tool() -> BaseTool:
             }
         )
 
-    return StructuredTool.from_function(
+    return ShownSchemaTool.from_function(
         func=compact_conversation,
         name=COMPACT_TOOL,
-        description=(
-            "Fold the older turns into a summary to free context; the latest step stays verbatim. "
-            "focus: what to keep in detail."
-        ),
+        description="Fold older turns into a summary; focus: what to keep.",
+        shown=bare_schema(focus="string"),
     )
 
 

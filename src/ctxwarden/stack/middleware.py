@@ -161,11 +161,11 @@ class ContextWindowMiddleware(AgentMiddleware):
         with FOREGROUND.call():  # the stack's background work waits meanwhile (`core.foreground`)
             started = history_start(request.state)  # before any event: the report counts from here
             request = self._picked(request)
-            shaped = _Shaped(request, with_room(self.budget(request, force=force)))
+            shaped = _Shaped(request, with_room(self.budget(request, force=force)), self.note.carried(request))
             shaped.state.update(started)
             measure = functools.partial(self.budget, force=force)
             for layer in (*self.layers, self.note):
-                shaped.take(layer, layer.shape(shaped.request, shaped.budget), measure)
+                shaped.take(layer, layer.shape(shaped.request, shaped.budget), measure, last=layer is self.note)
             self.recorder.record_all(shaped.events)  # lifecycle events are written in the call, in the gate too
             return shaped
 
@@ -173,11 +173,11 @@ class ContextWindowMiddleware(AgentMiddleware):
         with FOREGROUND.call():
             started = history_start(request.state)  # before any event: the report counts from here
             request = self._picked(request)
-            shaped = _Shaped(request, with_room(self.budget(request, force=force)))
+            shaped = _Shaped(request, with_room(self.budget(request, force=force)), self.note.carried(request))
             shaped.state.update(started)
             measure = functools.partial(self.budget, force=force)
             for layer in (*self.layers, self.note):
-                shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), measure)
+                shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), measure, last=layer is self.note)
             await self.recorder.arecord_all(shaped.events)
             return shaped
 
@@ -367,22 +367,27 @@ class _Shaped:
 
     __slots__ = ("applied", "budget", "events", "request", "stamp", "state")
 
-    def __init__(self, request: ModelRequest[Any], budget: CallBudget) -> None:
-        self.request, self.budget = request, budget
+    def __init__(self, request: ModelRequest[Any], budget: CallBudget, notes: int = 0) -> None:
+        self.request, self.budget = request, budget.carrying(notes)
         self.applied: list[str] = []
         self.state: dict[str, Any] = {}
         self.events: list[PendingEvent] = []
         self.stamp: dict[str, Any] = {}
 
-    def take(self, layer: ContextLayer, edit: LayerEdit | None, measure: Callable[..., CallBudget]) -> None:
-        """Apply a layer's edit; an edited request is measured again (on the window already resolved, same model)."""
-        if edit is None:
-            return
-        if edit.request is not self.request:
+    def take(
+        self, layer: ContextLayer, edit: LayerEdit | None, measure: Callable[..., CallBudget], *, last: bool = False
+    ) -> None:
+        """Apply a layer's edit; an edited request is measured again (on the window already resolved, same model).
+        The gauge notes earlier calls placed count in every budget until the `last` stage has placed them."""
+        notes = 0 if last else self.budget.measurement.notes
+        if edit is not None and edit.request is not self.request:
             like = self.budget if edit.request.model is self.request.model else None
             self.budget = measure(edit.request, like=like, before=self.request, message_tokens=edit.message_tokens)
             self.request = edit.request
             self.applied.append(layer.name)
+        self.budget = self.budget.carrying(notes)
+        if edit is None:
+            return
         self.state.update(edit.state or {})
         self.events.extend(edit.events)
         self.stamp.update(edit.stamp or {})
