@@ -22,6 +22,7 @@ from ctxwarden.core.meter import Measurement
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.window import Window
 from ctxwarden.replay import scripted_model
+from views import Watch
 
 WINDOW = 4_000
 
@@ -30,21 +31,6 @@ WINDOW = 4_000
 def fetch(page: int) -> str:
     """Fetch a page."""
     return f"page {page}: " + "data " * 300
-
-
-class Watch:
-    """A layer that changes nothing and records the budget it was handed."""
-
-    name = "watch"
-
-    def __init__(self) -> None:
-        self.budgets: list[CallBudget] = []
-
-    def shape(self, request: ModelRequest, budget: CallBudget) -> None:
-        self.budgets.append(budget)
-
-    async def ashape(self, request: ModelRequest, budget: CallBudget) -> None:
-        return self.shape(request, budget)
 
 
 def test_a_layer_is_handed_the_call_with_the_notes_it_carries() -> None:

@@ -23,7 +23,7 @@ from ctxwarden import (
 )
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.replay import scripted_model
-from views import Views
+from views import Views, Watch
 
 CONFIG = {"configurable": {"thread_id": "t"}}
 
@@ -42,21 +42,6 @@ class Shorten:
         return LayerEdit(request.override(messages=messages))
 
     async def ashape(self, request: ModelRequest, budget: CallBudget) -> LayerEdit:
-        return self.shape(request, budget)
-
-
-class Watch:
-    """A test layer that changes nothing and records the budget it was handed."""
-
-    name = "watch"
-
-    def __init__(self) -> None:
-        self.budgets: list[CallBudget] = []
-
-    def shape(self, request: ModelRequest, budget: CallBudget) -> None:
-        self.budgets.append(budget)
-
-    async def ashape(self, request: ModelRequest, budget: CallBudget) -> None:
         return self.shape(request, budget)
 
 
