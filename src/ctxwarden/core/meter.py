@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -54,45 +53,11 @@ from ctxwarden.core.counters import (
     sampled_count,
 )
 from ctxwarden.core.list_totals import ListTotals
+from ctxwarden.core.measurement import Measurement
 from ctxwarden.core.stamp import COUNT_KEY, carried, count_record
 
 MAX_TOOLS = 256
 """Tool schemas whose counts are kept."""
-
-
-@dataclass(frozen=True, slots=True)
-class Measurement:
-    """What one call would receive, in tokens."""
-
-    system: int
-    """System prompt (with every section middlewares added to it)."""
-
-    tools: int
-    """Tool schemas."""
-
-    messages: int
-    """Conversation messages."""
-
-    factor: float
-    """Calibration applied to the raw count (provider tokens per counted token)."""
-
-    notes: int = 0
-    """Gauge notes of earlier calls the call will carry: placed after every layer, so not in `messages` yet."""
-
-    @property
-    def fixed(self) -> int:
-        """What no edit of the messages removes: the system prompt, the tool schemas and the notes carried."""
-        return self.system + self.tools + self.notes
-
-    @property
-    def estimate(self) -> int:
-        """The raw count, before calibration."""
-        return self.fixed + self.messages
-
-    @property
-    def total(self) -> int:
-        """The calibrated count: the meter's best guess of the provider's input tokens."""
-        return round(self.estimate * self.factor)
 
 
 class TokenMeter:
