@@ -160,9 +160,9 @@ class _Watch:
             watch.calls[-1]["indexed"] += 1
             add(index, position, message)
 
-        def counted_apply(layer: ClearLayer, messages: Any, results: Any, args: Any) -> list[BaseMessage]:
+        def counted_apply(layer: ClearLayer, messages: Any, *hidden: Any) -> list[BaseMessage]:
             watch.calls[-1]["viewed"] += len(messages)
-            return apply(layer, messages, results, args)
+            return apply(layer, messages, *hidden)
 
         def counted_shape(layer: ClearLayer, request: Any, budget: Any) -> Any:
             watch.calls.append({"indexed": 0, "viewed": 0, "signed": 0, "messages": len(request.messages), "batch": 0})

@@ -15,7 +15,7 @@ replayed view against the recorded session itself:
 - **Probe recall.** Right after every fold, fixed probes must be in the view verbatim:
   the path of every file written or edited before the fold, the latest user message,
   each line of the user's messages, and the error line of the latest failing command. A task
-  past the facts cap is pinned in part (`ctxwarden.fold.pin`): a probe of its text counts
+  past the facts cap is shown in part (`ctxwarden.core.task`): a probe of its text counts
   when the view holds the pointer that returns it whole (`TASK_POINTER`).
   The bench's summarizer knows nothing, so this measures what the fold itself keeps.
 
@@ -38,8 +38,8 @@ TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{5,}|\b\d{3,}\b|[\w.-]+/[\w./-]+")
 """The metric's own definition of a distinctive token (kept here so the mechanism can change without moving it)."""
 
 TASK_POINTER = 'recall(part="task")'
-"""What a task pinned in part shows in place of the lines it leaves out (`ctxwarden.fold.pin.TASK_NOTE`): a probe of the
-task's text counts when the view holds it, the whole task one call away."""
+"""What a task shown in part shows in place of the lines it leaves out (`ctxwarden.core.task.TASK_NOTE`): a probe of
+the task's text counts when the view holds it, the whole task one call away."""
 
 RARE = 2
 """A token shown in more earlier messages than this is common knowledge, not a reference."""

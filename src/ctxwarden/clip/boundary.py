@@ -49,6 +49,10 @@ class Boundary:
     """How many turns the cost-first mask covers (`clip.mask`); `counts` holds its placeholders' counts too."""
     masked_upto: str | None = None
     """The id of the message of the last turn the mask covers, to find it in a view that starts later."""
+    task: str | None = None
+    """The id of the thread's first user message when a batch cut it to `task_lines` (`core.task`)."""
+    task_lines: tuple[int, ...] = ()
+    """The lines of the task shown, chosen by the batch that cut it: every later call shows the same bytes."""
 
     @classmethod
     def from_state(cls, state: Any) -> Boundary:
@@ -58,6 +62,8 @@ class Boundary:
         gists, counts = raw.get("gists"), raw.get("counts")
         gists = gists if isinstance(gists, dict) else {}
         counts = counts if isinstance(counts, dict) else {}
+        task = raw.get("task")
+        task_id, task_lines = (task.get("id"), task.get("lines")) if isinstance(task, dict) else (None, None)
         return cls(
             tuple(raw.get("results") or ()),
             tuple(raw.get("args") or ()),
@@ -66,6 +72,8 @@ class Boundary:
             raw.get("counted_by") if isinstance(raw.get("counted_by"), str) else None,
             int(raw.get("masked_turns") or 0),
             raw.get("masked_upto") if isinstance(raw.get("masked_upto"), str) else None,
+            task_id if isinstance(task_id, str) and isinstance(task_lines, list) else None,
+            tuple(i for i in task_lines if isinstance(i, int)) if isinstance(task_lines, list) else (),
         )
 
     def to_state(self, grown_from: Mapping[str, Any] | None = None, added: Sequence[str] = ()) -> dict[str, Any]:
@@ -88,6 +96,8 @@ class Boundary:
             }
         if self.masked_upto is not None:
             state["masked_upto"] = self.masked_upto
+        if self.task is not None:
+            state["task"] = {"id": self.task, "lines": list(self.task_lines)}
         return state | {"masked_turns": self.masked_turns} if self.masked_turns else state
 
 
@@ -199,7 +209,8 @@ def remembered(
             gists.setdefault(name, lines)
         counts[name] = (meter.message_tokens(placeholder), *content_signature(placeholder))
         added.append(name)
-    return Boundary(boundary.results, boundary.args, gists, counts, meter.count_key, *mask), added
+    task = (boundary.task, boundary.task_lines)
+    return Boundary(boundary.results, boundary.args, gists, counts, meter.count_key, *mask, *task), added
 
 
 def _counted_calls(counts: Mapping[str, tuple[int, ...]]) -> set[str]:

@@ -20,6 +20,7 @@ hide them anyway (`clip.mask`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 from collections import OrderedDict
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langchain.agents.middleware.types import ModelRequest
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxwarden.clip.boundary import (
     CLIP_STATE_KEY,
@@ -41,7 +42,15 @@ from ctxwarden.clip.boundary import (
 )
 from ctxwarden.clip.index import MAX_THREADS, ThreadIndex, result_saving
 from ctxwarden.clip.ledger import ThreadLedgers, TokenLedger
-from ctxwarden.clip.mask import NO_MASK, Mask, advance_pays, due_turns, last_masked, mask_of, masked_turns
+from ctxwarden.clip.mask import (
+    NO_MASK,
+    Mask,
+    advance_pays,
+    due_turns,
+    last_masked,
+    mask_of,
+    masked_turns,
+)
 from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import clip_calls, result_placeholder
 from ctxwarden.clip.pregist import MadeAhead, Pregists, prepare_at, prepare_stage
@@ -51,6 +60,7 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
 from ctxwarden.core.stamp import content_signature
+from ctxwarden.core.task import shown_task, task_cut
 from ctxwarden.core.text import text_of
 
 
@@ -142,7 +152,7 @@ class ClearLayer:
     ) -> tuple[bool, list[BaseMessage], int, int]:
         """Whether nothing is hidden, the view with `boundary` and `masked` applied, its raw message tokens and the
         call's calibrated tokens with it."""
-        if not (boundary.results or boundary.args or masked.results or masked.args):
+        if not (boundary.results or boundary.args or boundary.task or masked.results or masked.args):
             return True, list(index.messages), budget.measurement.messages, budget.used
         view = self._grown_view(index, boundary, masked)
         tokens = self.meter.messages_tokens(view)
@@ -167,10 +177,17 @@ class ClearLayer:
         need = float("inf") if budget.force else (used - target) / factor
         smallest = budget.window.tokens * self.policy.clear_min_batch_share
         urgent = used > budget.fold_at or budget.force
-        if not (urgent or self._may_be_worth_it(index, boundary, masked, need, smallest / factor)):
+        task_budget = int(budget.window.tokens * self.policy.fold_facts_share)
+        task_saving = self._task_saving(index, boundary, task_budget, smallest / factor)
+        if not (urgent or task_saving or self._may_be_worth_it(index, boundary, masked, need, smallest / factor)):
             return boundary, *measured, []
-        grown, freed = self._extend(messages, boundary, masked, need=need, keep=1 if budget.force else None)
-        added = grown.results != boundary.results or grown.args != boundary.args  # `grown` holds no gists or counts
+        cut = task_cut(index.messages, task_budget, self.meter.counter) if task_saving else None
+        task_saving = task_saving if cut is not None else 0  # not cut after all: not yet answered, or blocks
+        keep = 1 if budget.force else None
+        grown, freed = self._extend(messages, boundary, masked, need=need - task_saving, keep=keep)
+        if cut is not None:
+            grown, freed = dataclasses.replace(grown, task=cut[0], task_lines=cut[1]), freed + task_saving
+        added = grown.results != boundary.results or grown.args != boundary.args or grown.task != boundary.task
         if not added or not (freed * factor >= smallest or urgent):
             return boundary, *measured, []
         view = self.view(messages, grown, masked)
@@ -185,12 +202,23 @@ class ClearLayer:
             "target": target,
             "cleared_total": len(grown.results),
             "clipped_total": len(grown.args),
+            "task_cut": cut is not None,
             "forced": budget.force,
         }
         return grown, view, view_tokens, [("context_clear", event, budget.window.model)]
 
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         return self.shape(request, budget)
+
+    def _task_saving(self, index: ThreadIndex, boundary: Boundary, task_budget: int, smallest: float) -> int:
+        """The raw tokens a batch frees by showing the thread's task within `task_budget` (`core.task`), weighed from
+        its count alone (a deferred batch chooses no lines); 0 when that is less than `smallest`, a batch's worth: the
+        cut makes the provider read the part shown uncached, and like a batch it must free enough to pay for that."""
+        first = index.messages[0] if index.messages else None
+        if boundary.task is not None or not isinstance(first, HumanMessage):
+            return 0
+        saved = self.meter.message_tokens(first) - task_budget
+        return saved if saved >= smallest else 0
 
     def _may_be_worth_it(
         self, index: ThreadIndex, boundary: Boundary, masked: Mask, need: float, smallest: float
@@ -246,7 +274,7 @@ class ClearLayer:
             memo = (boundary, masked, [])
         shown: list[BaseMessage] = memo[2]
         cleared, clipped = _hidden(index, boundary, masked)
-        view = shown + self._apply(index.messages[len(shown) :], cleared, clipped)
+        view = shown + self._apply(index.messages[len(shown) :], cleared, clipped, _task(boundary))
         index.memo["view"] = (boundary, masked, view)
         return list(view)
 
@@ -265,12 +293,17 @@ class ClearLayer:
         if thread is not None:
             self._thread, self._ledger = thread, None
         self._stored = boundary
-        return self._apply(messages, set(boundary.results) | masked.results, set(boundary.args) | masked.args)
+        results, args = set(boundary.results) | masked.results, set(boundary.args) | masked.args
+        return self._apply(messages, results, args, _task(boundary))
 
-    def _apply(self, messages: Sequence[BaseMessage], results: Set[str], args: Set[str]) -> list[BaseMessage]:
+    def _apply(
+        self, messages: Sequence[BaseMessage], results: Set[str], args: Set[str], task: _TaskCut = None
+    ) -> list[BaseMessage]:
         out: list[BaseMessage] = []
         for message in messages:
-            if isinstance(message, ToolMessage) and message.tool_call_id in results:
+            if task is not None and isinstance(message, HumanMessage) and message.id == task[0]:
+                out.append(shown_task(message, task[1]))
+            elif isinstance(message, ToolMessage) and message.tool_call_id in results:
                 out.append(self._replace(message, ("result",)))
             elif isinstance(message, AIMessage) and message.tool_calls:
                 key = call_key(message, results, args, self.policy.clear_call_text)
@@ -350,7 +383,7 @@ class ClearLayer:
                 break
             (results if kind == "result" else args).append(call_id)
             freed += saving
-        return Boundary(tuple(results), tuple(args)), freed
+        return Boundary(tuple(results), tuple(args), task=boundary.task, task_lines=boundary.task_lines), freed
 
     def _candidates(
         self, messages: Sequence[BaseMessage], boundary: Boundary, masked: Mask, *, keep: int | None = None
@@ -394,6 +427,14 @@ class ClearLayer:
         ledger = self._current_ledger()
         position = ledger.position(message) if ledger is not None else None
         return 1 if position is not None and ledger is not None and ledger.shown_again(message, position) else 2
+
+
+_TaskCut = tuple[str, tuple[int, ...]] | None
+"""The id of the task a batch cut and the lines it shows (`core.task`), or `None`."""
+
+
+def _task(boundary: Boundary) -> _TaskCut:
+    return (boundary.task, boundary.task_lines) if boundary.task is not None else None
 
 
 def _hidden(index: ThreadIndex, boundary: Boundary, masked: Mask) -> tuple[Set[str], Set[str]]:

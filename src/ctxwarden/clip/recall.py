@@ -6,7 +6,7 @@ from its file, byte for byte — `recall(call_id, part="args")` returns the call
 original arguments, `recall(call_id, part="raw")` the output as the tool returned it (before
 it was rendered as a terminal shows it, or made readable), and `recall(call_id, part="text")` the text of the
 message that made it (left out of the view once all of that message's results are), and `recall(part="task")`
-the thread's first user message whole (a fold may pin it in part, `ctxwarden.fold.pin`). Output is paged
+the thread's first user message whole (clearing and folds may show it in part, `ctxwarden.core.task`). Output is paged
 (`page`, `limit`) so a recall never floods the window it is meant to spare; `page`
 pages a search's hits the same way, one argument for both.
 
@@ -56,7 +56,7 @@ DESCRIPTION = (
 
 SHOWN_SCHEMA = bare_schema(call_id="string", query="string", regex="boolean", page="integer", part="string")
 """What the model is shown of the arguments: the description and the placeholders say the rest. `part` also takes
-"raw" (a rendered output's bytes) and "task" (the task a fold pinned in part), which the notes naming them say;
+"raw" (a rendered output's bytes) and "task" (the task shown in part), which the notes naming them say;
 `limit` (characters a page, `DEFAULT_LIMIT`) is accepted but not shown."""
 
 Scope = Callable[[Mapping[str, Any]], Sequence[Source]]
@@ -294,7 +294,7 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
         part: Literal["result", "raw", "args", "text", "task"] = "result",
         limit: int = DEFAULT_LIMIT,
     ) -> str:
-        if part == "task":  # the task a fold pinned in part: the thread's first user message, whole
+        if part == "task":  # the task shown in part: the thread's first user message, whole
             task = next((m for m in state.get("messages", []) if isinstance(m, HumanMessage)), None)
             return page_of(text_of(task), page, limit) if task is not None else "[ctxwarden: this thread has no task.]"
         if not call_id:

@@ -11,8 +11,8 @@ message answering it, so the tool names are the agent's own commands.
 
 The demonstration is fixed instruction that SWE-agent sends before the task. Deployments
 put it either in the system prompt or in the first user message, and the two shapes
-manage very differently (a first user message a third of a small window long is pinned
-in part above every fold, `ctxwarden.fold.pin`), so `demo_in` chooses: `"system"` or
+manage very differently (a first user message a third of a small window long is shown
+in part from the first clearing batch on, `ctxwarden.core.task`), so `demo_in` chooses: `"system"` or
 `"user"`.
 """
 
