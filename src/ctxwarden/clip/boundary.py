@@ -22,6 +22,9 @@ from ctxwarden.core.stamp import content_signature
 
 CLIP_STATE_KEY = "ctxwarden_clip"
 
+TaskCut = tuple[str, tuple[int, ...]]
+"""The id of the thread's task a batch cut, and the lines shown of it (`core.task`)."""
+
 
 class ClipState(AgentState):
     """The clearing boundary: call ids whose results, and whose arguments, are out of the view (and the lines each
@@ -53,6 +56,11 @@ class Boundary:
     """The id of the thread's first user message when a batch cut it to `task_lines` (`core.task`)."""
     task_lines: tuple[int, ...] = ()
     """The lines of the task shown, chosen by the batch that cut it: every later call shows the same bytes."""
+
+    @property
+    def cut(self) -> TaskCut | None:
+        """The task's id and the lines shown of it, when a batch cut it."""
+        return (self.task, self.task_lines) if self.task is not None else None
 
     @classmethod
     def from_state(cls, state: Any) -> Boundary:
@@ -228,6 +236,7 @@ __all__ = [
     "Boundary",
     "ClipState",
     "Made",
+    "TaskCut",
     "boundary_of",
     "call_key",
     "placeholder_key",

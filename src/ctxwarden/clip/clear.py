@@ -35,11 +35,13 @@ from ctxwarden.clip.boundary import (
     CLIP_STATE_KEY,
     Boundary,
     ClipState,
+    TaskCut,
     boundary_of,
     call_key,
     placeholder_key,
     remembered,
 )
+from ctxwarden.clip.candidates import Candidate, candidates, extend, hidden_by
 from ctxwarden.clip.index import MAX_THREADS, ThreadIndex, result_saving
 from ctxwarden.clip.ledger import ThreadLedgers, TokenLedger
 from ctxwarden.clip.mask import (
@@ -51,7 +53,6 @@ from ctxwarden.clip.mask import (
     mask_of,
     masked_turns,
 )
-from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import clip_calls, result_placeholder
 from ctxwarden.clip.pregist import MadeAhead, Pregists, prepare_at, prepare_stage
 from ctxwarden.core.gist import Gist, gist, gist_budget, gist_of_lines, never_seen
@@ -112,7 +113,7 @@ class ClearLayer:
         untouched, view, view_tokens, used = self._measured_view(index, boundary, masked, budget)
         due = due_turns(index)
         if due > turns and advance_pays(
-            index, turns, due, _hidden(index, boundary, masked), budget.clear_at / factor - view_tokens - fixed
+            index, turns, due, hidden_by(index, boundary, masked), budget.clear_at / factor - view_tokens - fixed
         ):
             turns, masked = due, mask_of(index, due)
             untouched, view, view_tokens, used = self._measured_view(index, boundary, masked, budget)
@@ -124,7 +125,7 @@ class ClearLayer:
         if self._thread is not None:  # the next mask advance's gists, or the next batch's once one is near
             # not past clear_at: a deferred batch is weighed from running totals, never by ordering the candidates
             stage = 0 if events or used > budget.clear_at else prepare_stage(self.policy, budget.window.tokens, used)
-            gone = _hidden(index, boundary, masked)[0]
+            gone = hidden_by(index, boundary, masked)[0]
             batch = functools.partial(self._candidates, messages, boundary, masked, keep=0)  # the newest age meanwhile
             jobs = self._pregists.ahead(index, gone, turns, self._window, batch, boundary=boundary, stage=stage)
             if jobs:
@@ -134,7 +135,7 @@ class ClearLayer:
         if events or turns != boundary.masked_turns:  # a batch, or the mask moved: their placeholders' counts travel
             stored = index.memo.get("boundary")
             grown_from = stored[0] if stored is not None and stored[1] is self._stored else None
-            hidden = _hidden(index, boundary, masked)
+            hidden = hidden_by(index, boundary, masked)
             mask = (turns, last_masked(index, turns))
             boundary, added = remembered(index, boundary, hidden, self._made, self.meter, mask)
             index.memo["boundary"] = (boundary.to_state(grown_from, added), boundary)  # the next call reads it
@@ -184,7 +185,7 @@ class ClearLayer:
         cut = task_cut(index.messages, task_budget, self.meter.counter) if task_saving else None
         task_saving = task_saving if cut is not None else 0  # not cut after all: not yet answered, or blocks
         keep = 1 if budget.force else None
-        grown, freed = self._extend(messages, boundary, masked, need=need - task_saving, keep=keep)
+        grown, freed = extend(self._candidates(messages, boundary, masked, keep=keep), boundary, need - task_saving)
         if cut is not None:
             grown, freed = dataclasses.replace(grown, task=cut[0], task_lines=cut[1]), freed + task_saving
         added = grown.results != boundary.results or grown.args != boundary.args or grown.task != boundary.task
@@ -227,7 +228,7 @@ class ClearLayer:
         every candidate together, and less than what it needs plus its largest candidate."""
         if need + index.largest < smallest:
             return False
-        hidden = _hidden(index, boundary, masked)
+        hidden = hidden_by(index, boundary, masked)
         return index.disposable(*hidden, self.policy.keep_tool_results) >= smallest
 
     def _index(self, messages: Sequence[BaseMessage]) -> ThreadIndex:
@@ -273,8 +274,8 @@ class ClearLayer:
         elif memo is None or memo[0] is not boundary or memo[1] is not masked:
             memo = (boundary, masked, [])
         shown: list[BaseMessage] = memo[2]
-        cleared, clipped = _hidden(index, boundary, masked)
-        view = shown + self._apply(index.messages[len(shown) :], cleared, clipped, _task(boundary))
+        cleared, clipped = hidden_by(index, boundary, masked)
+        view = shown + self._apply(index.messages[len(shown) :], cleared, clipped, boundary.cut)
         index.memo["view"] = (boundary, masked, view)
         return list(view)
 
@@ -294,10 +295,10 @@ class ClearLayer:
             self._thread, self._ledger = thread, None
         self._stored = boundary
         results, args = set(boundary.results) | masked.results, set(boundary.args) | masked.args
-        return self._apply(messages, results, args, _task(boundary))
+        return self._apply(messages, results, args, boundary.cut)
 
     def _apply(
-        self, messages: Sequence[BaseMessage], results: Set[str], args: Set[str], task: _TaskCut = None
+        self, messages: Sequence[BaseMessage], results: Set[str], args: Set[str], task: TaskCut | None = None
     ) -> list[BaseMessage]:
         out: list[BaseMessage] = []
         for message in messages:
@@ -366,50 +367,12 @@ class ClearLayer:
         return gist(text_of(message), budget, self._count_line, seen)
 
     # --- growing the boundary ------------------------------------------------------
-    def _extend(
-        self,
-        messages: Sequence[BaseMessage],
-        boundary: Boundary,
-        masked: Mask,
-        *,
-        need: float,
-        keep: int | None = None,
-    ) -> tuple[Boundary, float]:
-        """Add candidates, most disposable first, until `need` raw tokens are freed (or none are left)."""
-        results, args = list(boundary.results), list(boundary.args)
-        freed = 0.0
-        for kind, call_id, saving in self._candidates(messages, boundary, masked, keep=keep):
-            if freed >= need:
-                break
-            (results if kind == "result" else args).append(call_id)
-            freed += saving
-        return Boundary(tuple(results), tuple(args), task=boundary.task, task_lines=boundary.task_lines), freed
-
     def _candidates(
         self, messages: Sequence[BaseMessage], boundary: Boundary, masked: Mask, *, keep: int | None = None
-    ) -> list[tuple[str, str, float]]:
-        """`(kind, call id, tokens freed)`: superseded results first, then oldest first; the newest stay.
-
-        Read from the thread's index; what each frees is its estimate (`clip.index`)."""
-        index = self._index(messages)
+    ) -> list[Candidate]:
+        """What a batch would take, most disposable first (`clip.candidates`); the newest `keep` results stay."""
         count = self.policy.keep_tool_results if keep is None else keep
-        kept, kept_from = index.kept_results(count), index.kept_callers_from(count)
-        cleared, clipped = set(boundary.results) | masked.results, set(boundary.args) | masked.args
-        stale = superseded(messages)
-        found: list[tuple[int, int, str, str, float]] = []
-        for result in index.results:
-            if result.call_id not in cleared and result.call_id not in kept:
-                message = index.messages[result.position]
-                assert isinstance(message, ToolMessage)
-                rank = self._rank(message, result.call_id in stale)
-                found.append((rank, result.position, "result", result.call_id, result.saving))
-        found.extend(
-            (2, arg.position, "args", arg.call_id, arg.saving)
-            for arg in index.args
-            if arg.position < kept_from and arg.call_id not in clipped
-        )
-        found.sort(key=lambda item: (item[0], item[1]))
-        return [(kind, call_id, saving) for _rank, _pos, kind, call_id, saving in found]
+        return candidates(self._index(messages), messages, boundary, masked, count, self._rank)
 
     def _count_line(self, line: str) -> int:
         """Tokens of one output line, each distinct line counted once (outputs repeat lines)."""
@@ -427,25 +390,6 @@ class ClearLayer:
         ledger = self._current_ledger()
         position = ledger.position(message) if ledger is not None else None
         return 1 if position is not None and ledger is not None and ledger.shown_again(message, position) else 2
-
-
-_TaskCut = tuple[str, tuple[int, ...]] | None
-"""The id of the task a batch cut and the lines it shows (`core.task`), or `None`."""
-
-
-def _task(boundary: Boundary) -> _TaskCut:
-    return (boundary.task, boundary.task_lines) if boundary.task is not None else None
-
-
-def _hidden(index: ThreadIndex, boundary: Boundary, masked: Mask) -> tuple[Set[str], Set[str]]:
-    """Call ids whose results, and whose arguments, are out of the view: the same sets while boundary and mask hold."""
-    memo = index.memo.get("hidden")
-    if memo is not None and memo[0] is boundary and memo[1] is masked:
-        known: tuple[Set[str], Set[str]] = memo[2]
-        return known
-    hidden = (frozenset(boundary.results) | masked.results, frozenset(boundary.args) | masked.args)
-    index.memo["hidden"] = (boundary, masked, hidden)
-    return hidden
 
 
 __all__ = ["CLIP_STATE_KEY", "NO_MASK", "Boundary", "ClearLayer", "ClipState", "Mask"]

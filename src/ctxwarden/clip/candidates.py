@@ -1,0 +1,77 @@
+"""What a clearing batch takes, most disposable first, and how far a batch reaches.
+
+Results a later call superseded go first (the same command run again, a file read and then
+written), then results whose every new detail the thread shows again later, then the oldest
+results and large arguments; the newest results, and the calls that made them, stay. Each is
+read from the thread's index (`clip.index`) with the tokens hiding it frees, so ordering them
+costs a sort of the index, never a read of the thread's text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence, Set
+
+from langchain_core.messages import BaseMessage, ToolMessage
+
+from ctxwarden.clip.boundary import Boundary
+from ctxwarden.clip.index import ThreadIndex
+from ctxwarden.clip.mask import Mask
+from ctxwarden.clip.order import superseded
+
+Candidate = tuple[str, str, float]
+"""`(kind, call id, tokens freed)`: kind `"result"` or `"args"`."""
+
+Rank = Callable[[ToolMessage, bool], int]
+"""0: superseded (the flag says so); 1: every new detail it showed appears again later; 2: the rest."""
+
+
+def candidates(
+    index: ThreadIndex, messages: Sequence[BaseMessage], boundary: Boundary, masked: Mask, keep: int, rank: Rank
+) -> list[Candidate]:
+    """What a batch may take beyond `boundary` and `masked`, most disposable first; the newest `keep` results and the
+    calls that made them stay."""
+    kept, kept_from = index.kept_results(keep), index.kept_callers_from(keep)
+    cleared, clipped = set(boundary.results) | masked.results, set(boundary.args) | masked.args
+    stale = superseded(messages)
+    found: list[tuple[int, int, str, str, float]] = []
+    for result in index.results:
+        if result.call_id not in cleared and result.call_id not in kept:
+            message = index.messages[result.position]
+            assert isinstance(message, ToolMessage)
+            found.append(
+                (rank(message, result.call_id in stale), result.position, "result", result.call_id, result.saving)
+            )
+    found.extend(
+        (2, arg.position, "args", arg.call_id, arg.saving)
+        for arg in index.args
+        if arg.position < kept_from and arg.call_id not in clipped
+    )
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [(kind, call_id, saving) for _rank, _pos, kind, call_id, saving in found]
+
+
+def extend(found: Iterable[Candidate], boundary: Boundary, need: float) -> tuple[Boundary, float]:
+    """`boundary` grown by `found`, in order, until `need` raw tokens are freed (or none are left), and what it frees.
+    The result holds no gists or counts: `clip.boundary.remembered` adds those."""
+    results, args = list(boundary.results), list(boundary.args)
+    freed = 0.0
+    for kind, call_id, saving in found:
+        if freed >= need:
+            break
+        (results if kind == "result" else args).append(call_id)
+        freed += saving
+    return Boundary(tuple(results), tuple(args), task=boundary.task, task_lines=boundary.task_lines), freed
+
+
+def hidden_by(index: ThreadIndex, boundary: Boundary, masked: Mask) -> tuple[Set[str], Set[str]]:
+    """Call ids whose results, and whose arguments, are out of the view: the same sets while boundary and mask hold."""
+    memo = index.memo.get("hidden")
+    if memo is not None and memo[0] is boundary and memo[1] is masked:
+        known: tuple[Set[str], Set[str]] = memo[2]
+        return known
+    hidden = (frozenset(boundary.results) | masked.results, frozenset(boundary.args) | masked.args)
+    index.memo["hidden"] = (boundary, masked, hidden)
+    return hidden
+
+
+__all__ = ["Candidate", "Rank", "candidates", "extend", "hidden_by"]
