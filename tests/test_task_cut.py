@@ -18,6 +18,7 @@ from deepagents.backends import FilesystemBackend
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from ctxwarden import ContextPolicy, ThreadIsolatedBackend, TokenMeter, context_middleware
@@ -26,6 +27,7 @@ from ctxwarden.clip.boundary import Boundary
 from ctxwarden.core.task import TASK_NOTE, shown_lines, shown_task, task_cut
 from ctxwarden.fold import DETERMINISTIC, FOLD_STATE_KEY, is_summary
 from ctxwarden.replay import scripted_model
+from ctxwarden.thread import acompact, model_view
 from ctxwarden.trace import TraceStore
 from views import Views
 
@@ -100,6 +102,7 @@ def test_the_first_clearing_batch_shows_the_task_in_part_and_every_later_call_th
     assert not any(e.payload["task_cut"] for e in events[1:])
 
     assert recall.func(values, part="task") == LONG_TASK  # the whole task, one call away
+    assert model_view(values["messages"], values)[0].content == part  # what a reader sees is what the model saw
 
     # a fresh process resumes the thread: the same bytes from the stored lines, and a fold keeps them
     resumed = Views()
@@ -112,6 +115,7 @@ def test_the_first_clearing_batch_shows_the_task_in_part_and_every_later_call_th
     assert records, "the resumed run folded"
     assert all(r["pinned"] == task.id and r["task_lines"] == stored["lines"] for r in records)
     assert any(is_summary(view[1]) for view in resumed.views)
+    assert model_view(values["messages"], values)[0].content == part
     connection.close()
 
 
@@ -173,3 +177,23 @@ def test_a_damaged_stored_cut_is_ignored_not_trusted() -> None:
     kept = Boundary.from_state({CLIP_STATE_KEY: {"task": {"id": "t", "lines": [3, "x", 5]}}})
     assert (kept.task, kept.task_lines) == ("t", (3, 5))
     assert Boundary.from_state({CLIP_STATE_KEY: kept.to_state()}) == kept
+
+
+async def test_async_runs_and_a_compact_after_the_cut_keep_the_same_bytes(tmp_path: Path) -> None:
+    views = Views()
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path / "files", virtual_mode=True))
+    middleware = context_middleware(backend=backend, summarizer=DETERMINISTIC, policy=POLICY, state_dir=tmp_path)
+    model = scripted_model([*_steps(0, 8), AIMessage("paused"), AIMessage("after the compact")], window=WINDOW)
+    agent = create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "cut-async"}}
+    await agent.ainvoke({"messages": [("user", LONG_TASK)]}, config)  # a tuple: the stack gives the task its id
+    part = str(views.views[_cut_at(views.views)][0].content)
+    record = await acompact(agent, config, backend=backend)
+    assert record is not None
+    values = (await agent.aget_state(config)).values
+    assert values["messages"][0].content == LONG_TASK
+    assert record.pinned == values["messages"][0].id
+    assert list(record.task_lines or ()) == values[CLIP_STATE_KEY]["task"]["lines"]  # the fold kept the cut's lines
+    await agent.ainvoke({"messages": [HumanMessage("and now?")]}, config)
+    assert views.views[-1][0].content == part
+    assert is_summary(views.views[-1][1])
