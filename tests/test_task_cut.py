@@ -16,14 +16,16 @@ from typing import Any
 
 from deepagents.backends import FilesystemBackend
 from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from ctxwarden import ContextPolicy, ThreadIsolatedBackend, TokenMeter, context_middleware
-from ctxwarden.clip import CLIP_STATE_KEY
+from ctxwarden.clip import CLIP_STATE_KEY, ClearLayer
 from ctxwarden.clip.boundary import Boundary
+from ctxwarden.clip.mask import NO_MASK
 from ctxwarden.core.task import TASK_NOTE, shown_lines, shown_task, task_cut
 from ctxwarden.fold import DETERMINISTIC, FOLD_STATE_KEY, is_summary
 from ctxwarden.replay import scripted_model
@@ -197,3 +199,35 @@ async def test_async_runs_and_a_compact_after_the_cut_keep_the_same_bytes(tmp_pa
     await agent.ainvoke({"messages": [HumanMessage("and now?")]}, config)
     assert views.views[-1][0].content == part
     assert is_summary(views.views[-1][1])
+
+
+class PrependNotes(AgentMiddleware):
+    """A user's middleware that opens every request with a long message of its own (not in the thread)."""
+
+    def wrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
+        notes = HumanMessage(_task(100).replace("Requirement", "Note"), id="notes")
+        return handler(request.override(messages=[notes, *request.messages]))
+
+
+def test_only_the_threads_own_task_is_cut_where_it_stands(tmp_path: Path) -> None:
+    """A message a user's middleware puts first is not the thread's task: `recall(part="task")` could not return it,
+    so it is never cut; nor is a later message that carries the task's id."""
+    views = Views()
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path / "files", virtual_mode=True))
+    middleware = context_middleware(backend=backend, summarizer=DETERMINISTIC, policy=POLICY, state_dir=tmp_path)
+    model = scripted_model([*_steps(0, 8), AIMessage("paused")], window=WINDOW)
+    agent = create_agent(model, [fetch], middleware=[PrependNotes(), *middleware, views], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "prepended"}}
+    agent.invoke({"messages": [HumanMessage("Fix module_42.")]}, config)
+    events = TraceStore(tmp_path / "trace.sqlite").events(kind="context_clear")
+    assert events
+    assert not any(e.payload["task_cut"] for e in events)
+    assert all(view[0].id == "notes" and "Note 50" in str(view[0].content) for view in views.views)
+
+    layer = ClearLayer(POLICY, TokenMeter())
+    task = HumanMessage(LONG_TASK, id="task")
+    impostor = HumanMessage(LONG_TASK + "\nand more", id="task")  # a later message with the task's id
+    boundary = Boundary(task="task", task_lines=(0, 42, 99))
+    shown = layer.view([task, AIMessage("ok"), impostor], boundary, NO_MASK)
+    assert str(shown[0].content).startswith(NOTE_START)
+    assert shown[2] is impostor

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import operator
 from collections import OrderedDict
 from collections.abc import Sequence, Set
@@ -216,8 +217,9 @@ class ClearLayer:
         its count alone (a deferred batch chooses no lines); 0 when that is less than `smallest`, a batch's worth: the
         cut makes the provider read the part shown uncached, and like a batch it must free enough to pay for that."""
         first = index.messages[0] if index.messages else None
-        if boundary.task is not None or not isinstance(first, HumanMessage):
-            return 0
+        thread = self._thread
+        if boundary.task is not None or not isinstance(first, HumanMessage) or not thread or thread[0].id != first.id:
+            return 0  # cut already, or the call does not open with the thread's own first message (`recall` returns it)
         saved = self.meter.message_tokens(first) - task_budget
         return saved if saved >= smallest else 0
 
@@ -275,7 +277,8 @@ class ClearLayer:
             memo = (boundary, masked, [])
         shown: list[BaseMessage] = memo[2]
         cleared, clipped = hidden_by(index, boundary, masked)
-        view = shown + self._apply(index.messages[len(shown) :], cleared, clipped, boundary.cut)
+        task = None if shown else boundary.cut
+        view = shown + self._apply(index.messages[len(shown) :], cleared, clipped, task)
         index.memo["view"] = (boundary, masked, view)
         return list(view)
 
@@ -300,11 +303,15 @@ class ClearLayer:
     def _apply(
         self, messages: Sequence[BaseMessage], results: Set[str], args: Set[str], task: TaskCut | None = None
     ) -> list[BaseMessage]:
+        """`messages` with these results and arguments hidden; `task`: they open the thread, and a batch cut it."""
         out: list[BaseMessage] = []
-        for message in messages:
-            if task is not None and isinstance(message, HumanMessage) and message.id == task[0]:
-                out.append(shown_task(message, task[1]))
-            elif isinstance(message, ToolMessage) and message.tool_call_id in results:
+        first = messages[0] if task is not None and messages else None
+        start = 0
+        if isinstance(first, HumanMessage) and task is not None and first.id == task[0]:  # only where the task stands
+            out.append(shown_task(first, task[1]))
+            start = 1
+        for message in itertools.islice(messages, start, None):
+            if isinstance(message, ToolMessage) and message.tool_call_id in results:
                 out.append(self._replace(message, ("result",)))
             elif isinstance(message, AIMessage) and message.tool_calls:
                 key = call_key(message, results, args, self.policy.clear_call_text)
