@@ -29,6 +29,7 @@ from ctxwarden.clip.mask import NO_MASK
 from ctxwarden.core.task import TASK_NOTE, shown_lines, shown_task, task_cut
 from ctxwarden.fold import DETERMINISTIC, FOLD_STATE_KEY, is_summary
 from ctxwarden.replay import scripted_model
+from ctxwarden.report.build import build_report
 from ctxwarden.thread import acompact, model_view
 from ctxwarden.trace import TraceStore
 from views import Views
@@ -231,3 +232,22 @@ def test_only_the_threads_own_task_is_cut_where_it_stands(tmp_path: Path) -> Non
     shown = layer.view([task, AIMessage("ok"), impostor], boundary, NO_MASK)
     assert str(shown[0].content).startswith(NOTE_START)
     assert shown[2] is impostor
+
+
+def test_the_context_report_counts_the_part_of_a_long_task_the_next_batch_cuts() -> None:
+    """/context told a reader that clearing could not reach the task; the part a batch cuts is clearable now."""
+    answered = [HumanMessage(LONG_TASK, id="task"), AIMessage("Reading module_42.")]
+    policy = ContextPolicy(window=WINDOW)
+    report = build_report(answered, values={}, policy=policy)
+    whole = TokenMeter().message_tokens(answered[0])
+    assert report.clearable > 0
+    assert report.out_of_reach["user messages"] < report.categories["user messages"]
+    excess = whole - int(WINDOW * policy.fold_facts_share)
+    assert abs(report.out_of_reach["user messages"] - (report.categories["user messages"] - excess)) <= 2  # rounding
+    unanswered = build_report(answered[:1], values={}, policy=policy)  # read whole once first: out of reach
+    assert unanswered.clearable == 0
+    assert unanswered.out_of_reach["user messages"] == unanswered.categories["user messages"]
+    boundary = Boundary(task="task", task_lines=(0, 42, 99))  # cut already: the view shows the part, nothing to cut
+    cut = build_report(answered, values={CLIP_STATE_KEY: boundary.to_state()}, policy=policy)
+    assert cut.clearable == 0
+    assert cut.categories["user messages"] < report.categories["user messages"]

@@ -62,7 +62,7 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
 from ctxwarden.core.stamp import content_signature
-from ctxwarden.core.task import shown_task, task_cut
+from ctxwarden.core.task import shown_task, task_cut, task_excess
 from ctxwarden.core.text import text_of
 
 
@@ -213,15 +213,12 @@ class ClearLayer:
         return self.shape(request, budget)
 
     def _task_saving(self, index: ThreadIndex, boundary: Boundary, task_budget: int, smallest: float) -> int:
-        """The raw tokens a batch frees by showing the thread's task within `task_budget` (`core.task`), weighed from
-        its count alone (a deferred batch chooses no lines); 0 when that is less than `smallest`, a batch's worth: the
-        cut makes the provider read the part shown uncached, and like a batch it must free enough to pay for that."""
+        """The raw tokens a batch frees by showing the thread's task within `task_budget` (`core.task.task_excess`)."""
         first = index.messages[0] if index.messages else None
         thread = self._thread
-        if boundary.task is not None or not isinstance(first, HumanMessage) or not thread or thread[0].id != first.id:
+        if boundary.task is not None or first is None or not thread or thread[0].id != first.id:
             return 0  # cut already, or the call does not open with the thread's own first message (`recall` returns it)
-        saved = self.meter.message_tokens(first) - task_budget
-        return saved if saved >= smallest else 0
+        return task_excess(index.messages, task_budget, smallest, self.meter.message_tokens)
 
     def _may_be_worth_it(
         self, index: ThreadIndex, boundary: Boundary, masked: Mask, need: float, smallest: float

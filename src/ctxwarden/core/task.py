@@ -15,6 +15,7 @@ the same bytes, so the provider's cache keeps it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -119,6 +120,21 @@ def shown_lines(message: BaseMessage) -> tuple[int, ...] | None:
     return hit[0] if hit is not None and hit[1] is message else None
 
 
+def task_excess(
+    messages: Sequence[BaseMessage], budget: int, smallest: float, count: Callable[[BaseMessage], int]
+) -> int:
+    """Tokens a clearing batch frees by showing the task that opens `messages` within `budget`: 0 when it is shown in
+    part already, the model has not answered it yet, or that frees less than `smallest` (a batch's worth: showing the
+    part uncached must pay). Weighed from its count (`count`) alone: no line is chosen."""
+    first = messages[0] if messages else None
+    if not isinstance(first, HumanMessage) or not isinstance(first.content, str) or shown_lines(first) is not None:
+        return 0
+    if not any(isinstance(m, AIMessage) for m in itertools.islice(messages, 1, None)):
+        return 0
+    saved = count(first) - budget
+    return saved if saved >= smallest else 0
+
+
 def task_cut(
     messages: Sequence[BaseMessage], budget: int, counter: Callable[[str], int]
 ) -> tuple[str, tuple[int, ...]] | None:
@@ -134,4 +150,4 @@ def task_cut(
     return None if lines is None else (task.id, lines)
 
 
-__all__ = ["EDGE_LINES", "TASK_NOTE", "shown_lines", "shown_task", "task_cut", "task_lines"]
+__all__ = ["EDGE_LINES", "TASK_NOTE", "shown_lines", "shown_task", "task_cut", "task_excess", "task_lines"]

@@ -34,6 +34,7 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.parts import parts_of
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.core.stamp import last_stamped, stamps
+from ctxwarden.core.task import task_excess
 from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import UnknownThreadError, WindowUnknownError
 from ctxwarden.fold.state import FOLD_STATE_KEY, is_summary
@@ -108,9 +109,16 @@ def build_report(
         used = added
     raw = {"system prompt": system, "tool schemas": tools, **admitted, **by_role}
     categories = _scale({name: raw.get(name, 0) for name in CATEGORIES}, used)
-    clearable_raw = _clearable(view, meter, policy)
+    task = task_excess(
+        view,
+        int(window_tokens * policy.fold_facts_share),
+        window_tokens * policy.clear_min_batch_share,
+        meter.message_tokens,
+    )  # the part of a long task the next batch cuts (`core.task`)
+    clearable_raw = _clearable(view, meter, policy) + task
     raw_total = sum(raw.values()) or 1
     reach = _out_of_reach(view, meter, policy, categories, used / raw_total)
+    reach["user messages"] = max(0, reach["user messages"] - round(task * used / raw_total))
     return ContextReport(
         thread_id=thread_id,
         model=model_label,
