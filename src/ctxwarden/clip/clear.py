@@ -6,7 +6,8 @@ in one batch, until the call is down to `clear_to` (a batch too small to be wort
 cache miss waits, unless the call is past the fold threshold); the newest `keep_tool_results`
 results and calls stay verbatim, and `clear_exclude_tools` are never touched. A call
 whose every result is cleared leaves its text out too (`clip.placeholders`), and a result
-no larger than its placeholder stays whole, so clearing it takes only that text. The
+no larger than its placeholder stays whole, so clearing it takes only that text. A task
+far past its cap is shown in part by the first batch that can (`core.task`). The
 batch's call ids are kept in private state: every later call replaces exactly those
 again, with the same bytes, so consecutive calls share their prefix until the trigger
 fires again (stock `ClearToolUsesEdit` clears one more result on every call, which
