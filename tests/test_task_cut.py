@@ -251,3 +251,16 @@ def test_the_context_report_counts_the_part_of_a_long_task_the_next_batch_cuts()
     cut = build_report(answered, values={CLIP_STATE_KEY: boundary.to_state()}, policy=policy)
     assert cut.clearable == 0
     assert cut.categories["user messages"] < report.categories["user messages"]
+
+
+def test_a_copy_still_stands_for_its_original_after_many_other_threads_tasks() -> None:
+    """A process serving many threads shows many tasks in part; a copy whose entry was dropped would be taken for an
+    original and cut again, its own lines renumbered."""
+    lines = (0, 42, 99)
+    first = HumanMessage(LONG_TASK, id="task-0")
+    copy = shown_task(first, lines)
+    others = [HumanMessage(LONG_TASK + f"\nthread {i}", id=f"task-{i}") for i in range(1, 200)]
+    shown = [shown_task(task, lines) for task in others]  # kept alive, as their threads' views keep them
+    assert shown_lines(copy) == lines
+    assert shown_task(copy, lines) is copy
+    assert len(shown) == 199

@@ -33,9 +33,13 @@ TASK_NOTE = (
 EDGE_LINES = 3
 """The task's first and last lines are worth more: the framing, and what it asks last."""
 
-_SHOWN: ObjectCache[tuple[tuple[int, ...], HumanMessage]] = ObjectCache(64)
+SHOWN_CAP = 4_096
+"""Tasks, and copies, the two caches below remember (weakly). A copy whose entry was dropped would be taken for an
+original and cut again, so the cap is far above the threads one process serves at once."""
+
+_SHOWN: ObjectCache[tuple[tuple[int, ...], HumanMessage]] = ObjectCache(SHOWN_CAP)
 """By original task: the lines shown of it and the copy showing them (one object for the same lines)."""
-_ORIGINALS: ObjectCache[BaseMessage] = ObjectCache(64)
+_ORIGINALS: ObjectCache[BaseMessage] = ObjectCache(SHOWN_CAP)
 """By copy `shown_task` made: the original it shows in part."""
 
 
@@ -144,10 +148,10 @@ def task_cut(
     task = messages[0] if messages else None
     if not isinstance(task, HumanMessage) or not isinstance(task.id, str) or not task.id:
         return None
-    if not any(isinstance(m, AIMessage) for m in messages[1:]):
+    if not any(isinstance(m, AIMessage) for m in itertools.islice(messages, 1, None)):
         return None
     lines = task_lines(task, messages, budget, counter)
     return None if lines is None else (task.id, lines)
 
 
-__all__ = ["EDGE_LINES", "TASK_NOTE", "shown_lines", "shown_task", "task_cut", "task_excess", "task_lines"]
+__all__ = ["EDGE_LINES", "SHOWN_CAP", "TASK_NOTE", "shown_lines", "shown_task", "task_cut", "task_excess", "task_lines"]
