@@ -28,9 +28,11 @@ TaskCut = tuple[str, tuple[int, ...]]
 
 class ClipState(AgentState):
     """The clearing boundary: call ids whose results, and whose arguments, are out of the view (and the lines each
-    cleared result's gist quotes)."""
+    cleared result's gist quotes); and the gists made ahead for the next mask advance."""
 
     ctxwarden_clip: Annotated[NotRequired[dict[str, Any]], PrivateStateAttr]
+    ctxwarden_ahead: Annotated[NotRequired[dict[str, Any]], PrivateStateAttr]
+    """The gists made ahead for the next mask advance (`clip.carried`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from ctxwarden.clip.boundary import Boundary
 from ctxwarden.clip.index import ThreadIndex
 from ctxwarden.clip.mask import Mask
 from ctxwarden.clip.order import superseded
+from ctxwarden.core.task import task_excess
 
 Candidate = tuple[str, str, float]
 """`(kind, call id, tokens freed)`: kind `"result"` or `"args"`."""
@@ -74,4 +75,23 @@ def hidden_by(index: ThreadIndex, boundary: Boundary, masked: Mask) -> tuple[Set
     return hidden
 
 
-__all__ = ["Candidate", "Rank", "candidates", "extend", "hidden_by"]
+def may_be_worth_it(index: ThreadIndex, boundary: Boundary, masked: Mask, need: float, smallest: float) -> bool:
+    """Whether a batch could free `smallest` raw tokens, judged in O(1) from the index: a batch frees at most every
+    candidate together, and less than what it needs plus its largest candidate."""
+    if need + index.largest < smallest:
+        return False
+    hidden = hidden_by(index, boundary, masked)
+    return index.disposable(*hidden, index.policy.keep_tool_results) >= smallest
+
+
+def task_saving_of(
+    index: ThreadIndex, boundary: Boundary, thread: Sequence[BaseMessage] | None, task_budget: int, smallest: float
+) -> int:
+    """The raw tokens a batch frees by showing the thread's task within `task_budget` (`core.task.task_excess`)."""
+    first = index.messages[0] if index.messages else None
+    if boundary.task is not None or first is None or not thread or thread[0].id != first.id:
+        return 0  # cut already, or the call does not open with the thread's own first message (`recall` returns it)
+    return task_excess(index.messages, task_budget, smallest, index.meter.message_tokens)
+
+
+__all__ = ["Candidate", "Rank", "candidates", "extend", "hidden_by", "may_be_worth_it", "task_saving_of"]

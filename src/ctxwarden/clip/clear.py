@@ -43,7 +43,8 @@ from ctxwarden.clip.boundary import (
     placeholder_key,
     remembered,
 )
-from ctxwarden.clip.candidates import Candidate, candidates, extend, hidden_by
+from ctxwarden.clip.candidates import Candidate, candidates, extend, hidden_by, may_be_worth_it, task_saving_of
+from ctxwarden.clip.carried import NOTHING, Carried, Carrier, carried_in
 from ctxwarden.clip.index import MAX_THREADS, ThreadIndex, result_saving
 from ctxwarden.clip.ledger import ThreadLedgers, TokenLedger
 from ctxwarden.clip.mask import (
@@ -61,9 +62,9 @@ from ctxwarden.core.gist import Gist, gist, gist_budget, gist_of_lines, never_se
 from ctxwarden.core.layers import CallBudget, LayerEdit, PendingEvent
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
-from ctxwarden.core.runtime import step_context
+from ctxwarden.core.runtime import thread_key
 from ctxwarden.core.stamp import content_signature
-from ctxwarden.core.task import shown_task, task_cut, task_excess
+from ctxwarden.core.task import shown_task, task_cut
 from ctxwarden.core.text import text_of
 
 
@@ -95,6 +96,10 @@ class ClearLayer:
     _window: int | None = None
     """The window of the model being called: `gist_window_share` caps a gist by it."""
     _pregists: Pregists = field(default_factory=Pregists)
+    _carried: Carried = NOTHING
+    """The gists made ahead that the thread being shaped carries (`clip.carried`)."""
+    _carrier: Carrier = field(default_factory=Carrier)
+    """The gists each call wanted made ahead, for `answered` to carry what was made of them."""
 
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         self._window = budget.window.tokens
@@ -110,6 +115,7 @@ class ClearLayer:
         masked = mask_of(index, turns)
         state_messages = request.state.get("messages") if isinstance(request.state, dict) else None
         self._thread, self._ledger = state_messages or messages, None  # indexed only if a gist is made
+        self._carried = carried_in(index, request.state)
         fixed = budget.measurement.fixed
         factor = budget.measurement.factor
         untouched, view, view_tokens, used = self._measured_view(index, boundary, masked, budget)
@@ -129,7 +135,18 @@ class ClearLayer:
             stage = 0 if events or used > budget.clear_at else prepare_stage(self.policy, budget.window.tokens, used)
             gone = hidden_by(index, boundary, masked)[0]
             batch = functools.partial(self._candidates, messages, boundary, masked, keep=0)  # the newest age meanwhile
-            jobs = self._pregists.ahead(index, gone, turns, self._window, batch, boundary=boundary, stage=stage)
+            wanted, jobs = self._pregists.ahead(
+                index,
+                gone,
+                turns,
+                self._window,
+                batch,
+                boundary=boundary,
+                stage=stage,
+                known=self._carried.covering(self._thread),
+            )
+            if wanted:
+                self._carrier.want(thread_key(), wanted, self._thread, self._carried)
             if jobs:
                 self._pregists.hand_over(
                     self._ledgers.here(), self._thread, jobs, self._count_line, self.meter.count_apart
@@ -181,8 +198,8 @@ class ClearLayer:
         smallest = budget.window.tokens * self.policy.clear_min_batch_share
         urgent = used > budget.fold_at or budget.force
         task_budget = int(budget.window.tokens * self.policy.fold_facts_share)
-        task_saving = self._task_saving(index, boundary, task_budget, smallest / factor)
-        if not (urgent or task_saving or self._may_be_worth_it(index, boundary, masked, need, smallest / factor)):
+        task_saving = task_saving_of(index, boundary, self._thread, task_budget, smallest / factor)
+        if not (urgent or task_saving or may_be_worth_it(index, boundary, masked, need, smallest / factor)):
             return boundary, *measured, []
         cut = task_cut(index.messages, task_budget, self.meter.counter) if task_saving else None
         task_saving = task_saving if cut is not None else 0  # not cut after all: not yet answered, or blocks
@@ -213,28 +230,13 @@ class ClearLayer:
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         return self.shape(request, budget)
 
-    def _task_saving(self, index: ThreadIndex, boundary: Boundary, task_budget: int, smallest: float) -> int:
-        """The raw tokens a batch frees by showing the thread's task within `task_budget` (`core.task.task_excess`)."""
-        first = index.messages[0] if index.messages else None
-        thread = self._thread
-        if boundary.task is not None or first is None or not thread or thread[0].id != first.id:
-            return 0  # cut already, or the call does not open with the thread's own first message (`recall` returns it)
-        return task_excess(index.messages, task_budget, smallest, self.meter.message_tokens)
-
-    def _may_be_worth_it(
-        self, index: ThreadIndex, boundary: Boundary, masked: Mask, need: float, smallest: float
-    ) -> bool:
-        """Whether a batch could free `smallest` raw tokens, judged in O(1) from the index: a batch frees at most
-        every candidate together, and less than what it needs plus its largest candidate."""
-        if need + index.largest < smallest:
-            return False
-        hidden = hidden_by(index, boundary, masked)
-        return index.disposable(*hidden, self.policy.keep_tool_results) >= smallest
+    def answered(self, request: ModelRequest[Any]) -> dict[str, Any] | None:
+        """The call was answered: carry in the thread's state the gists it wanted made ahead, as made by now."""
+        return self._carrier.answered(thread_key(), self._pregists, self.meter.count_key)
 
     def _index(self, messages: Sequence[BaseMessage]) -> ThreadIndex:
         """The index of the thread being shaped, extended with its new messages (one per recent thread)."""
-        thread_id, namespace, _run = step_context()
-        key = f"{thread_id}|{namespace}"
+        key = thread_key()
         index = self._indexes.pop(key, None) or ThreadIndex(self.policy, self.meter)
         self._indexes[key] = index.sync(messages)
         while len(self._indexes) > MAX_THREADS:
@@ -255,15 +257,9 @@ class ClearLayer:
         thread, a boundary whose placeholders are cached) never reads the thread's text.
         """
         if self._ledger is None and self._thread is not None:
-            self._sync_ledger(self._thread)
+            self._ledger = self._ledgers.here()
+            self._ledger.sync(self._thread)
         return self._ledger
-
-    def _sync_ledger(self, thread: Sequence[BaseMessage]) -> TokenLedger:
-        """The token ledger of this thread, brought up to date with its new messages."""
-        ledger = self._ledgers.here()
-        ledger.sync(thread)
-        self._ledger = ledger
-        return ledger
 
     def _grown_view(self, index: ThreadIndex, boundary: Boundary, masked: Mask) -> list[BaseMessage]:
         """`view` of the indexed list, extending the previous call's view when boundary and mask are the same."""
@@ -366,6 +362,9 @@ class ClearLayer:
             ahead = self._pregists.standing(message, budget, tokens, self._thread)
             if ahead is not None:
                 return ahead
+        carried = self._carried.made_ahead(message, budget, tokens, self._thread, self.meter.count_key)
+        if carried is not None:  # made ahead by the process that ran the thread before
+            return carried
         ledger = self._current_ledger()
         position = ledger.position(message) if ledger is not None else None
         seen = ledger.seen_before(position) if ledger is not None and position is not None else never_seen

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage
 
 from ctxwarden.core.gist import Seen
-from ctxwarden.core.runtime import step_context
+from ctxwarden.core.runtime import thread_key
 from ctxwarden.core.text import TOKEN, message_text
 
 
@@ -115,8 +115,7 @@ class ThreadLedgers:
 
     def here(self) -> TokenLedger:
         """The ledger of the thread of the step being run (an empty one the first time)."""
-        thread_id, namespace, _run = step_context()
-        key = f"{thread_id}|{namespace}"
+        key = thread_key()
         ledger = self._by_thread.pop(key, None) or TokenLedger()
         self._by_thread[key] = ledger
         while len(self._by_thread) > self.cap:

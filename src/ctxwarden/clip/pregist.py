@@ -125,13 +125,27 @@ class Pregists:
         *,
         boundary: object,
         stage: int,
-    ) -> list[Job]:
-        """What to make ahead on this call: on a cost-first thread, the next mask advance's gists (every call); else,
-        the next clearing batch's, once per `boundary` (a batch changes it) and `stage` of the way to it (see
-        `prepare_stage`): the first of the `batch` candidates, in its order, until they free `BATCH_AHEAD` batches'
-        worth."""
+        known: Callable[[Job], bool] | None = None,
+    ) -> tuple[list[Job], list[Job]]:
+        """What is wanted ahead on this call, and what of it is still to make (not made, nor `known` elsewhere): on a
+        cost-first thread, the next mask advance's gists (every call); else, the next clearing batch's, once per
+        `boundary` (a batch changes it) and `stage` of the way to it (see `prepare_stage`): the first of the `batch`
+        candidates, in its order, until they free `BATCH_AHEAD` batches' worth."""
         if index.policy.mask_after_turns is not None:
-            return self.jobs(index, turns, hidden, window)
+            positions = [index.result_at.get(call_id) for call_id in upcoming(index, turns) if call_id not in hidden]
+            wanted = self._wanted(index, [p for p in positions if p is not None], window)
+        else:
+            wanted = self._batch_ahead(index, window, batch, boundary, stage)
+        return wanted, [job for job in wanted if not self._is_made(*job) and not (known is not None and known(job))]
+
+    def _batch_ahead(
+        self,
+        index: ThreadIndex,
+        window: int | None,
+        batch: Callable[[], Sequence[tuple[str, str, float]]],
+        boundary: object,
+        stage: int,
+    ) -> list[Job]:
         prepared = index.memo.get("prepared")
         if not stage or window is None or (prepared is not None and prepared[0] is boundary and prepared[1] >= stage):
             return []
@@ -144,23 +158,17 @@ class Pregists:
             freed += saving
             if kind == "result" and call_id in index.result_at:
                 positions.append(index.result_at[call_id])
-        return self._unmade(index, positions, window)
+        return self._wanted(index, positions, window)
 
-    def jobs(self, index: ThreadIndex, turns: int, hidden: Set[str], window: int | None) -> list[Job]:
-        """The results the next advance of a `turns`-turn mask takes (`clip.mask.upcoming`), not `hidden` already,
-        whose gist for a model of `window` tokens was not made yet."""
-        positions = [index.result_at.get(call_id) for call_id in upcoming(index, turns) if call_id not in hidden]
-        return self._unmade(index, [p for p in positions if p is not None], window)
-
-    def _unmade(self, index: ThreadIndex, positions: Sequence[int], window: int | None) -> list[Job]:
-        """The results at `positions` whose gist for a model of `window` tokens was not made yet, with its budget."""
+    def _wanted(self, index: ThreadIndex, positions: Sequence[int], window: int | None) -> list[Job]:
+        """The results at `positions` that get a gist for a model of `window` tokens, with its budget."""
         jobs: list[Job] = []
         for position in positions:
             message = index.messages[position]
             if isinstance(message, ToolMessage):
                 tokens = index.meter.message_tokens(message)
                 budget = gist_budget(index.policy, window, tokens)
-                if budget > 0 and not self._is_made(message, budget, tokens):
+                if budget > 0:
                     jobs.append((message, budget, tokens))
         return jobs
 

@@ -54,6 +54,12 @@ def step_context() -> tuple[str | None, str, str | None]:
     return (str(thread) if thread is not None else None), namespace, (str(run) if run is not None else None)
 
 
+def thread_key() -> str:
+    """The thread of the step being run and its namespace, as one key (a subagent's calls are a thread of their own)."""
+    thread_id, namespace, _run = step_context()
+    return f"{thread_id}|{namespace}"
+
+
 def check_thread_id() -> None:
     """Refuse a run whose thread id is `""`, before it does anything.
 
@@ -70,4 +76,4 @@ def check_thread_id() -> None:
         )
 
 
-__all__ = ["agent_tool", "check_thread_id", "running_agent_tool", "step_context"]
+__all__ = ["agent_tool", "check_thread_id", "running_agent_tool", "step_context", "thread_key"]

@@ -213,7 +213,7 @@ class ContextWindowMiddleware(AgentMiddleware):
                     raise still_too_large(first.budget, shaped.budget, shaped.applied, again) from again
                 raise
         with FOREGROUND.call():  # the trace written in the call too: background work waits for it
-            self._answer(shaped.request)
+            self._answer(shaped)
             result, events = self._finish(response, shaped)
             if asks_for_tools(result):  # the tools run next: the usage event is written meanwhile, off the call's path
                 self.recorder.record_later(events)
@@ -253,7 +253,7 @@ class ContextWindowMiddleware(AgentMiddleware):
                     raise still_too_large(first.budget, shaped.budget, shaped.applied, again) from again
                 raise
         with FOREGROUND.call():
-            self._answer(shaped.request)
+            self._answer(shaped)
             result, events = self._finish(response, shaped)
             if asks_for_tools(result):
                 self.recorder.record_later(events)
@@ -262,10 +262,13 @@ class ContextWindowMiddleware(AgentMiddleware):
                 await self.recorder.arecord_all(events)
         return cast("ModelResponse[Any]", result)
 
-    def _answer(self, request: ModelRequest[Any]) -> None:
-        """Tell the layers that take it (`answered`) that the call they shaped was answered, as `request` was sent."""
+    def _answer(self, shaped: _Shaped) -> None:
+        """Tell the layers that take it (`answered`) that the call they shaped was answered, as it was sent; what
+        they return goes into the call's state update."""
         for hook in self._answered:
-            hook(request)
+            state = hook(shaped.request)
+            if state:
+                shaped.state.update(state)
 
     def _finish(self, response: Any, shaped: _Shaped) -> tuple[Any, list[PendingEvent]]:
         """Stamp the reply, build its usage event, and attach the layers' private state as a state update."""
