@@ -296,7 +296,7 @@ def test_clearing_takes_a_result_whose_details_are_shown_again_before_an_older_o
         *turn("n4", "uptime", "w"),
     ]
     layer = ClearLayer(ContextPolicy(), METER)
-    layer._sync_ledger(messages)
+    layer._thread = messages  # the thread whose token ledger ranks the candidates
     order = [call_id for kind, call_id, _saving in layer._candidates(messages, Boundary(), NO_MASK) if kind == "result"]
     assert order.index("echoed") < order.index("old")  # its one detail is still in view later: it goes first
 
