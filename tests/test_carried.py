@@ -166,3 +166,29 @@ async def test_the_async_path_carries_them_too(monkeypatch: pytest.MonkeyPatch) 
     )
     await agent.ainvoke({"messages": [HumanMessage("go")]}, CONFIG)
     assert Carried.from_state((await agent.aget_state(CONFIG)).values).entries
+
+
+def test_a_forged_entry_is_made_again_with_the_same_bytes(
+    ran: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client may write any private state through the API: lines that do not fit the result are not shown."""
+    control = tmp_path / "control.sqlite"
+    shutil.copy(ran, control)
+    with closing(sqlite3.connect(ran, check_same_thread=False)) as connection:
+        agent = create_agent(
+            scripted_model([], window=128_000),
+            [listing],
+            middleware=context_middleware(policy=POLICY),
+            checkpointer=SqliteSaver(connection),
+        )
+        ahead = Carried.from_state(agent.get_state(CONFIG).values)
+        assert ahead.entries
+        forged = {call_id: [*entry[:4], 0, 10**6] for call_id, entry in ahead.entries.items()}
+        agent.update_state(CONFIG, {AHEAD_KEY: {"counted_by": ahead.counted_by, "gists": forged}}, as_node="model")
+    monkeypatch.setattr(Pregists, "hand_over", lambda *args, **kwargs: None)
+    gists, _indexed = _made_on_the_call(monkeypatch)
+    resumed, made = Views(), Views()
+    _run(ran, "go on", _replies(9, 1), resumed)
+    assert gists  # made again on the call, as if nothing were carried
+    _run(control, "go on", _replies(9, 1), made)
+    assert [[m.content for m in view] for view in resumed.views] == [[m.content for m in view] for view in made.views]

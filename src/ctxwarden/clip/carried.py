@@ -63,15 +63,19 @@ class Carried:
         self, message: ToolMessage, budget: int, tokens: int, thread: Sequence[BaseMessage] | None
     ) -> tuple[Gist, int | None] | None:
         """The gist carried for `message` at this `budget` and count, where it stands in `thread`, with its
-        placeholder's count when `counted_by` counted it; `None` when none fits."""
+        placeholder's count; `None` when none fits."""
+        entry = self._entry(message, budget, tokens, thread)
+        made = gist_of_lines(text_of(message), entry[4]) if entry is not None else None
+        return (made, entry[3]) if made is not None and entry is not None else None
+
+    def _entry(
+        self, message: ToolMessage, budget: int, tokens: int, thread: Sequence[BaseMessage] | None
+    ) -> Entry | None:
         entry = self.entries.get(message.tool_call_id) if self.entries else None
         if entry is None or entry[0] != budget or entry[1] != tokens or thread is None:
             return None
         position = entry[2]
-        if not 0 <= position < len(thread) or not _same(thread[position], message):
-            return None
-        made = gist_of_lines(text_of(message), entry[4])
-        return (made, entry[3]) if made is not None else None
+        return entry if 0 <= position < len(thread) and _same(thread[position], message) else None
 
     def made_ahead(
         self,
@@ -92,8 +96,9 @@ class Carried:
         return MadeAhead(budget, tokens, -1, made, result_placeholder(message, tokens, made), counted)
 
     def covers(self, job: Job, thread: Sequence[BaseMessage] | None) -> bool:
-        """Whether the gist of `job` is carried, so the background need not make it."""
-        return self.gist(*job, thread) is not None
+        """Whether the gist of `job` is carried, so the background need not make it (its lines are checked against
+        the result when it is used: lines that do not fit it are made again there)."""
+        return self._entry(*job, thread) is not None
 
     def covering(self, thread: Sequence[BaseMessage] | None) -> Callable[[Job], bool]:
         """`covers` for the results of `thread`."""
