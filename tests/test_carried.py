@@ -39,17 +39,20 @@ def _replies(first: int, steps: int) -> list[AIMessage]:
     return [*(AIMessage("", tool_calls=call) for call in calls), AIMessage("done")]
 
 
+def _agent(connection: sqlite3.Connection, replies: list[AIMessage], views: Views | None = None) -> Any:
+    """An agent built anew on the thread checkpointed in `connection` (a process resuming the thread)."""
+    return create_agent(
+        scripted_model(replies, window=128_000),
+        [listing],
+        middleware=[*context_middleware(policy=POLICY), *([views] if views is not None else [])],
+        checkpointer=SqliteSaver(connection),
+    )
+
+
 def _run(path: Path, ask: str, replies: list[AIMessage], views: Views | None = None) -> Any:
-    """One run on the thread checkpointed in `path`, by an agent built anew (a process resuming the thread)."""
-    model = scripted_model(replies, window=128_000)
-    extra = [views] if views is not None else []
+    """One run on the thread checkpointed in `path`, by an agent built anew; the thread's state after it."""
     with closing(sqlite3.connect(path, check_same_thread=False)) as connection:
-        agent = create_agent(
-            model,
-            [listing],
-            middleware=[*context_middleware(policy=POLICY), *extra],
-            checkpointer=SqliteSaver(connection),
-        )
+        agent = _agent(connection, replies, views)
         agent.invoke({"messages": [HumanMessage(ask)]}, CONFIG)
         return agent.get_state(CONFIG).values
 
@@ -128,12 +131,7 @@ def test_a_resumed_thread_s_first_advance_makes_no_gist_and_indexes_nothing(
 
 def test_a_carried_gist_is_used_only_for_the_result_it_was_made_for(ran: Path) -> None:
     with closing(sqlite3.connect(ran, check_same_thread=False)) as connection:
-        agent = create_agent(
-            scripted_model([], window=128_000),
-            [listing],
-            middleware=context_middleware(policy=POLICY),
-            checkpointer=SqliteSaver(connection),
-        )
+        agent = _agent(connection, [])
         values = agent.get_state(CONFIG).values
     thread, ahead = values["messages"], Carried.from_state(values)
     assert ahead.entries
@@ -175,12 +173,7 @@ def test_a_forged_entry_is_made_again_with_the_same_bytes(
     control = tmp_path / "control.sqlite"
     shutil.copy(ran, control)
     with closing(sqlite3.connect(ran, check_same_thread=False)) as connection:
-        agent = create_agent(
-            scripted_model([], window=128_000),
-            [listing],
-            middleware=context_middleware(policy=POLICY),
-            checkpointer=SqliteSaver(connection),
-        )
+        agent = _agent(connection, [])
         ahead = Carried.from_state(agent.get_state(CONFIG).values)
         assert ahead.entries
         forged = {call_id: [*entry[:4], 0, 10**6] for call_id, entry in ahead.entries.items()}

@@ -158,13 +158,7 @@ def placeholder_key(message: BaseMessage, key: tuple[str, ...]) -> str:
 def boundary_of(index: ThreadIndex, state: Any) -> Boundary:
     """The thread's boundary, read again only when its private state is another object than on the last call."""
     raw = state.get(CLIP_STATE_KEY) if isinstance(state, dict) else None
-    memo = index.memo.get("boundary")
-    if memo is not None and memo[0] is raw:
-        boundary: Boundary = memo[1]
-        return boundary
-    boundary = Boundary.from_state(state)
-    index.memo["boundary"] = (raw, boundary)
-    return boundary
+    return index.read("boundary", raw, lambda: Boundary.from_state(state))
 
 
 Made = Callable[[BaseMessage, tuple[str, ...]], tuple[BaseMessage, tuple[int, ...] | None] | None]

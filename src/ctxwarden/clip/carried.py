@@ -113,13 +113,7 @@ def carried_in(index: ThreadIndex, state: Any) -> Carried:
     raw = state.get(AHEAD_KEY) if isinstance(state, dict) else None
     if raw is None:
         return NOTHING
-    memo = index.memo.get("carried")
-    if memo is not None and memo[0] is raw:
-        carried: Carried = memo[1]
-        return carried
-    carried = Carried.from_state(state)
-    index.memo["carried"] = (raw, carried)
-    return carried
+    return index.read("carried", raw, lambda: Carried.from_state(state))
 
 
 def _same(message: BaseMessage, result: ToolMessage) -> bool:

@@ -20,9 +20,9 @@ last (`MAX_THREADS`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
@@ -32,6 +32,8 @@ from ctxwarden.core.list_totals import starts_with
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.text import text_of
+
+T = TypeVar("T")
 
 FRAMING_TOKENS = 8
 """About what a calling message costs besides its text and its arguments (framing, role, tool name)."""
@@ -110,6 +112,17 @@ class ThreadIndex:
         self._hidden: tuple[Set[str], Set[str]] | None = None
         self._hidden_saving = 0
         self._hidden_counted = (0, 0)
+
+    def read(self, name: str, raw: Any, parse: Callable[[], T]) -> T:
+        """`parse()` of the thread's private state `raw`, parsed again only when `raw` is another object than the last
+        time `name` was read (a state the call did not change is the same object)."""
+        memo = self.memo.get(name)
+        if memo is not None and memo[0] is raw:
+            parsed: T = memo[1]
+            return parsed
+        parsed = parse()
+        self.memo[name] = (raw, parsed)
+        return parsed
 
     def sync(self, messages: Sequence[BaseMessage]) -> ThreadIndex:
         """Index the messages added since the last call; start over when `messages` does not extend the indexed."""
