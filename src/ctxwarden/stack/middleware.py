@@ -263,12 +263,9 @@ class ContextWindowMiddleware(AgentMiddleware):
         return cast("ModelResponse[Any]", result)
 
     def _answer(self, shaped: _Shaped) -> None:
-        """Tell the layers that take it (`answered`) that the call they shaped was answered, as it was sent; what
-        they return goes into the call's state update."""
+        """Tell the layers that take it (`answered`) that the call was answered; what they return joins its state."""
         for hook in self._answered:
-            state = hook(shaped.request)
-            if state:
-                shaped.state.update(state)
+            shaped.state.update(hook(shaped.request) or {})
 
     def _finish(self, response: Any, shaped: _Shaped) -> tuple[Any, list[PendingEvent]]:
         """Stamp the reply, build its usage event, and attach the layers' private state as a state update."""
