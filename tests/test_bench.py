@@ -6,11 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
 
 from ctxwarden.bench import run as bench
+from ctxwarden.bench.cost_parts import CostParts, fixed_entries
 from ctxwarden.bench.harness import replay
 from ctxwarden.bench.metrics import figures
 from ctxwarden.bench.overhead import time_per_call
+from ctxwarden.bench.prices import PRICE_MODELS
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.replay import Recording, load_recording
 
@@ -120,6 +123,30 @@ def test_one_run_writes_the_table_the_json_and_the_plot(tmp_path: Path, capsys: 
     for result in results.values():
         assert 0.0 <= result["recall"] <= 1.0
         assert result["references"] > 0  # the session's actions reuse details its outputs showed
+        for price, parts in result["cost_parts"].items():  # the parts are the cost, split
+            assert abs(sum(parts.values()) - result["costs"][price]) <= len(parts), (result["strategy"], price)
+    unmanaged = results["none"]["cost_parts"]["base"]
+    assert unmanaged["reread"] == 0  # append-only: every prefix stays cached
+    assert unmanaged["summarizer"] == 0
+    assert results["deepagents"]["cost_parts"]["base"]["summarizer"] > 0  # its folds send a transcript
+    assert "| ctxwarden | 8,000 | " in printed.out.split("Where the cost goes")[1]
+
+
+def test_cost_parts_split_a_call_by_what_the_call_before_sent() -> None:
+    parts = CostParts()
+    # the first call: the fixed prompt and the task are read at the full price, nothing is cached
+    assert parts.add_call([], ["tools", "system", "task"], [100, 50, 20], fixed=2) == 0
+    assert (parts.fixed_uncached, parts.new, parts.reread) == (150, 20, 0)
+    # the next: a result earlier in the view was replaced, so the message after it is read again
+    previous = ["tools", "system", "task", "result", "answer"]
+    keys = ["tools", "system", "task", "placeholder", "answer", "arrived"]
+    assert parts.add_call(previous, keys, [100, 50, 20, 5, 30, 40], fixed=2) == 170
+    assert (parts.fixed_cached, parts.history_cached, parts.new, parts.reread) == (150, 20, 20 + 5 + 40, 30)
+    parts.add_summarizer(1_000, 900)
+    base = parts.priced(PRICE_MODELS[0])
+    assert base == {"fixed": 150 + 15.0, "history": 2.0, "new": 65.0, "reread": 30.0, "summarizer": 90 + 100.0}
+    assert fixed_entries([SystemMessage("a"), SystemMessage("b"), HumanMessage("c")]) == 3
+    assert fixed_entries([HumanMessage("c")]) == 1
 
 
 def test_unreadable_files_are_skipped_and_nothing_readable_exits_2(tmp_path: Path) -> None:

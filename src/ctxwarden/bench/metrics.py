@@ -28,6 +28,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from ctxwarden.bench.cost_parts import CostParts, fixed_entries
 from ctxwarden.bench.harness import Replayed, SeenCall
 from ctxwarden.bench.recall import RecallCounts, recall_counts
 from ctxwarden.clip.names import shown_id
@@ -64,6 +65,8 @@ class RunFigures:
     original_bytes: int = 0
     reachable_bytes: int = 0
     recall: RecallCounts = field(default_factory=RecallCounts)
+    parts: CostParts = field(default_factory=CostParts)
+    """The same input tokens by where they go (`ctxwarden.bench.cost_parts`)."""
     error: str | None = None
 
     @property
@@ -79,11 +82,7 @@ def figures(run: Replayed, meter: TokenMeter) -> RunFigures:
         keys = [_tools_key(call.tools), *(_key(m) for m in call.messages)]
         sizes = [_schema_tokens(call.tools, meter), *(meter.message_tokens(m) for m in call.messages)]
         total = sum(sizes)
-        shared = 0
-        for a, b, size in zip(previous, keys, sizes, strict=False):
-            if a != b:
-                break
-            shared += size
+        shared = out.parts.add_call(previous, keys, sizes, fixed_entries(call.messages))
         out.cache_cost_calls += 0.1 * shared + (total - shared)
         out.cached_tokens += shared
         out.uncached_tokens += total - shared
@@ -97,6 +96,7 @@ def figures(run: Replayed, meter: TokenMeter) -> RunFigures:
         if index < len(run.step_ms):
             out.overheads_ms.append(max(0.0, run.step_ms[index] - call.model_ms))
     out.summarizer_input_tokens, shared = _summarizer_bill(run, meter)
+    out.parts.add_summarizer(out.summarizer_input_tokens, shared)
     out.summarizer_cost = 0.1 * shared + (out.summarizer_input_tokens - shared)
     out.cached_tokens += shared
     out.uncached_tokens += out.summarizer_input_tokens - shared

@@ -23,6 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ctxwarden.bench.cost_parts import CostParts, parts_markdown, priced_parts
 from ctxwarden.bench.harness import replay
 from ctxwarden.bench.metrics import RunFigures, figures, median, percentile
 from ctxwarden.bench.overhead import run as run_overhead
@@ -50,9 +51,10 @@ class Aggregate:
         shares = [s for r in ok for s in r.visible_shares]
         overheads = [o for r in ok for o in r.overheads_ms]
         total = sum(r.original_bytes for r in ok)
-        recall = RecallCounts()
+        recall, parts = RecallCounts(), CostParts()
         for r in ok:
             recall.add(r.recall)
+            parts.add(r.parts)
         return {
             "strategy": self.strategy,
             "window": self.window,
@@ -68,6 +70,7 @@ class Aggregate:
                 price.name: round(price.cost(sum(r.cached_tokens for r in ok), sum(r.uncached_tokens for r in ok)))
                 for price in PRICE_MODELS
             },
+            "cost_parts": priced_parts(parts),
             "peak_fraction": round(max((r.peak_fraction for r in ok), default=0.0), 4),
             "folds": sum(r.folds for r in ok),
             "summarizer_input_tokens": sum(r.summarizer_input_tokens for r in ok),
@@ -229,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     aggregates, per_run = run_all(recordings, strategies, windows, console)
     results = [a.as_dict() for a in aggregates]
     tables = markdown(results) + "\nWhat the agent keeps, against what it costs:\n\n" + recall_markdown(results)
+    tables += f"\nWhere the cost goes ({PRICE_MODELS[0].name} price):\n\n" + parts_markdown(results)
     overhead = None
     if not args.no_overhead:
         overhead = run_overhead()
