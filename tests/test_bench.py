@@ -142,6 +142,12 @@ def test_cost_parts_split_a_call_by_what_the_call_before_sent() -> None:
     keys = ["tools", "system", "task", "placeholder", "answer", "arrived"]
     assert parts.add_call(previous, keys, [100, 50, 20, 5, 30, 40], fixed=2) == 170
     assert (parts.fixed_cached, parts.history_cached, parts.new, parts.reread) == (150, 20, 20 + 5 + 40, 30)
+    # an arrival that repeats a message read again (the same command, the same words) is new, not read again
+    repeat = CostParts()
+    repeat.add_call(
+        ["tools", "task", "result", "ran ls"], ["tools", "task", "placeholder", "ran ls", "ran ls"], [1] * 5, 1
+    )
+    assert (repeat.reread, repeat.new) == (1, 2)
     parts.add_summarizer(1_000, 900)
     base = parts.priced(PRICE_MODELS[0])
     assert base == {"fixed": 150 + 15.0, "history": 2.0, "new": 65.0, "reread": 30.0, "summarizer": 90 + 100.0}

@@ -22,6 +22,7 @@ arrival), so they say how much of a cost target is within any strategy's reach.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +56,7 @@ class CostParts:
             if theirs != ours:
                 break
             shared += 1
-        sent_before = set(previous[shared:])
+        sent_before = Counter(previous[shared:])  # each message sent before is read again once: a repeat arrives
         cached = 0
         for position, (key, size) in enumerate(zip(keys, sizes, strict=True)):
             if position < shared:
@@ -66,7 +67,8 @@ class CostParts:
                     self.history_cached += size
             elif position < fixed:
                 self.fixed_uncached += size
-            elif key in sent_before:
+            elif sent_before[key] > 0:
+                sent_before[key] -= 1
                 self.reread += size
             else:
                 self.new += size
