@@ -28,12 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxwarden.bench.prices import PRICE_MODELS, PriceModel
+from ctxwarden.bench.quality import BASELINE
 
 PARTS = ("fixed", "history", "new", "reread", "summarizer")
 """The parts, in the order the table shows them."""
-
-BASELINE = "deepagents"
-"""The table shows each part as a share of this strategy's whole cost at the same window."""
 
 
 @dataclass(slots=True)
@@ -132,4 +130,4 @@ def parts_markdown(results: Sequence[dict[str, Any]], price: str = PRICE_MODELS[
     return head + "\n".join(rows) + "\n"
 
 
-__all__ = ["BASELINE", "PARTS", "CostParts", "fixed_entries", "parts_markdown", "priced_parts"]
+__all__ = ["PARTS", "CostParts", "fixed_entries", "parts_markdown", "priced_parts"]
