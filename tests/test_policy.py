@@ -85,7 +85,7 @@ def test_cost_first_preset_masks_old_turns() -> None:
     assert policy.mask_after_turns == 3
     assert (policy.clear_at, policy.clear_to, policy.summarize_at, policy.fold_keep_share) == (0.25, 0.12, 0.40, 0.05)
     assert policy.fold_min_saving == 0.35  # a fold frees a third of the call, or waits until it can
-    assert (policy.gist_max_tokens, policy.gist_window_share, policy.fold_facts_share) == (150, 0.002, 0.05)
+    assert (policy.gist_max_tokens, policy.gist_window_share, policy.fold_facts_share) == (150, 0.003, 0.05)
     assert ContextPolicy.cost_first(5, window=8_000).mask_after_turns == 5
     assert ContextPolicy.cost_first(summarize_at=0.8).summarize_at == 0.8
 

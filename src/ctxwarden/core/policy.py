@@ -91,8 +91,10 @@ class ContextPolicy:
     """A call whose every result is cleared leaves its text out of the view too: the reasoning about a result goes
     with it (the result's gist keeps its distinctive lines); the call stays, and `recall(part="text")` returns it."""
 
-    clip_args_min_tokens: int = 200
-    """Tool-call arguments at least this large are clipped in older turns."""
+    clip_args_min_tokens: int = 64
+    """Tool-call arguments at least this large are clipped in older turns: about what the pointer and the first line
+    that replace them cost, so every argument clipped frees tokens on each later call (a script or a patch sent as a
+    command, not the one-line commands that say what each result came from)."""
 
     clear_min_batch_share: float = 0.10
     """A clearing batch that would free less than this share of the window waits (the cached prefix
@@ -159,7 +161,7 @@ class ContextPolicy:
 
         Results and large arguments older than the newest `mask_after_turns` turns are masked
         while clearing is far enough off for that to pay for its cache miss (`clip.mask`), each
-        result keeping a small gist (at most 0.2% of the window, and 150 tokens);
+        result keeping a small gist (at most 0.3% of the window, and 150 tokens);
         clearing runs from 25% down to 12%, and folding from 40% keeps 5% verbatim with a facts
         section of at most 5% of the window. A fold's facts keep the lines of the results it folds, so
         folding early costs little of what the agent comes back for, and a long view of masked turns
@@ -174,7 +176,7 @@ class ContextPolicy:
             "fold_keep_share": 0.05,
             "fold_min_saving": 0.35,
             "gist_max_tokens": 150,
-            "gist_window_share": 0.002,
+            "gist_window_share": 0.003,
             "fold_facts_share": 0.05,
         }
         return cls(mask_after_turns=mask_after_turns, **(preset | changes))
