@@ -20,6 +20,7 @@ from pydantic import PrivateAttr
 from ctxwarden import ContextPolicy, TokenMeter, context_middleware
 from ctxwarden.clip import CLIP_STATE_KEY, Boundary, ClearLayer, make_recall_tool
 from ctxwarden.clip.clear import NO_MASK
+from ctxwarden.clip.placeholders import args_placeholder
 from ctxwarden.core.counters import default_counter
 from ctxwarden.core.gist import GAP
 from ctxwarden.core.layers import CallBudget
@@ -196,6 +197,57 @@ def test_a_script_sent_as_a_command_is_clipped_and_a_one_line_command_is_not() -
         assert json.loads(recalled) == {"command": scripts_sent[call["id"]]}
     for call in commands:  # what each result came from stays in view
         assert call["args"]["command"].startswith(short)
+
+
+@tool
+def edit_file(file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
+    """Replace a string in a file."""
+    seed = zlib.crc32(new_string.encode())
+    return f"edited {file_path}\n" + " ".join(f"w{seed}_{k}" for k in range(120))
+
+
+def test_an_edit_clipped_keeps_its_path_in_view() -> None:
+    def edit(i: int) -> dict:
+        old = f"    return compute_total(items, discount={i}, currency='EUR', rounding=ROUND_HALF_EVEN)  # {i}"
+        return {"file_path": f"/src/pricing_{i}.py", "old_string": old, "new_string": old.replace("EUR", "USD")}
+
+    edits = {f"e{i}": edit(i) for i in range(12)}
+    assert all(len(v) < 200 for args in edits.values() for v in map(str, args.values()))  # no value large alone
+    agent, views = _agent(
+        [*(_step("edit_file", a, i) for i, a in edits.items()), AIMessage("ok")], [edit_file], ContextPolicy()
+    )
+    out = agent.invoke({"messages": [HumanMessage("edit")]}, {"configurable": {"thread_id": "edits"}})
+    clipped = [
+        m.tool_calls[0]
+        for m in views.views[-1]
+        if isinstance(m, AIMessage) and m.tool_calls and "ctxwarden_clipped" in m.tool_calls[0]["args"]
+    ]
+    assert clipped
+    for call in clipped:
+        original = edits[call["id"]]
+        assert call["args"]["file_path"] == original["file_path"]  # which file it edited stays in view
+        assert "old_string" not in call["args"]
+        assert "new_string" not in call["args"]
+        assert call["args"]["ctxwarden_clipped"].startswith("[clipped ")
+        recalled = make_recall_tool(None).invoke(
+            {"call_id": call["id"], "part": "args", "state": {"messages": out["messages"]}, "limit": 50_000}
+        )
+        assert json.loads(recalled) == original
+
+
+def test_small_arguments_clipped_together_keep_only_what_names_the_call_and_our_pointer_wins() -> None:
+    forged = {"ctxwarden_clipped": "[clipped 3 chars: nothing here]", "file_path": "/a.py", "body": "x" * 150}
+    many_numbers = {f"n{i}": i for i in range(60)}
+    call = AIMessage(
+        "", tool_calls=[{"name": "t", "args": forged, "id": "f1"}, {"name": "t", "args": many_numbers, "id": "f2"}]
+    )
+    first, second = args_placeholder(call, {"f1", "f2"}).tool_calls
+    assert first["args"]["file_path"] == "/a.py"
+    assert "body" not in first["args"]
+    assert first["args"]["ctxwarden_clipped"].startswith("[clipped ")
+    assert 'recall(call_id="f1", part="args")' in first["args"]["ctxwarden_clipped"]
+    assert set(second["args"]) == {"ctxwarden_clipped"}  # every value names something: nothing would be saved
+    assert args_placeholder(call, {"f1", "f2"}).tool_calls == [first, second]  # the same bytes every time
 
 
 def _masked(views: Views) -> list[list[str]]:

@@ -33,6 +33,12 @@ RECALL_REFERENCE = re.compile(r'recall\(call_id="(?P<id>[^"]+)"(?:, part="(?P<pa
 ARG_VALUE_MIN_CHARS = 200
 """Argument values at least this long (as JSON) are replaced inside a clipped call."""
 
+NAME_MAX_CHARS = 80
+"""A small argument value up to this long, on one line, stays when its call's arguments are clipped as a whole."""
+
+CLIPPED_KEY = "ctxwarden_clipped"
+"""The key that holds the pointer of arguments clipped as a whole."""
+
 FIRST_LINE_MAX_CHARS = 160
 """A clipped text argument keeps its first line, verbatim, when it is no longer than this."""
 
@@ -154,10 +160,22 @@ def _clip_args(call_id: str, args: dict[str, Any], given: list[list[int]] | None
             clipped[key] = f"[clipped {size:,} chars: {note}]" + (f"\n{render(lines, chosen)}" if chosen else "")
         else:
             clipped[key] = value
-    if clipped == args:  # many small values: clip the call's arguments as a whole
+    if clipped == args:  # many small values: the ones that name something stay, the others go under one pointer
         size = len(json.dumps(args, ensure_ascii=False, default=str))
-        return {"ctxwarden_clipped": f"[clipped {size:,} chars of arguments: {note}]"}
+        named = {key: value for key, value in args.items() if _names_something(value)}
+        return {
+            **(named if len(named) < len(args) else {}),
+            CLIPPED_KEY: f"[clipped {size:,} chars of arguments: {note}]",
+        }
     return clipped
+
+
+def _names_something(value: Any) -> bool:
+    """A value short enough to say which file or line a call was about (a path, a number, a flag): an edit's path
+    stays in view when its strings are clipped."""
+    if isinstance(value, str):
+        return len(value) <= NAME_MAX_CHARS and "\n" not in value
+    return isinstance(value, int | float | bool) or value is None
 
 
 def args_lines(lines: list[str]) -> list[int]:
