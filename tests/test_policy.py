@@ -12,7 +12,7 @@ from ctxwarden import ContextPolicy, PolicyError, gauge_level
 def test_defaults_are_the_documented_ones() -> None:
     policy = ContextPolicy()
     assert policy.window is None
-    assert (policy.clear_at, policy.clear_to, policy.summarize_at) == (0.60, 0.40, 0.85)
+    assert (policy.clear_at, policy.clear_to, policy.summarize_at) == (0.60, 0.30, 0.85)
     assert (policy.evict_max_tokens, policy.evict_window_share) == (20_000, 0.10)
     assert (policy.keep_tool_results, policy.clear_min_batch_share) == (1, 0.10)
     assert (policy.warn_at, policy.critical_at) == (0.70, 0.90)

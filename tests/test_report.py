@@ -101,7 +101,7 @@ def test_categories_add_up_to_the_window() -> None:
 
 def test_thresholds_and_forecast() -> None:
     report = _report()
-    assert (report.clear_at, report.clear_to, report.fold_at) == (19_200, 12_800, 27_200)
+    assert (report.clear_at, report.clear_to, report.fold_at) == (19_200, 9_600, 27_200)
     meter = TokenMeter(ApproximateCounter())
     results = [m for m in _thread() if isinstance(m, ToolMessage)]
     keep = ContextPolicy().keep_tool_results

@@ -42,7 +42,7 @@ def test_clearing_too_small_a_batch_is_said_to_wait_not_to_be_due() -> None:
     waits = _report(20_000, 900)  # past 60% of 32k, but a batch would free 900 < 3,200 (10% of the window)
     assert waits.forecast()[0].startswith("clearing waits: a batch now would free only about 900 tokens, under 3,200")
     due = _report(20_000, 5_000)
-    assert due.forecast()[0] == "clearing is due: the next call clears about 5,000 tokens, towards 12,800"
+    assert due.forecast()[0] == "clearing is due: the next call clears about 5,000 tokens, towards 9,600"
     assert waits.to_dict()["min_clear_batch"] == 3_200
 
 
@@ -130,7 +130,7 @@ def test_html_has_a_bar_stacked_by_category_with_a_legend_and_the_same_facts() -
         if tokens:
             assert f"background:{CATEGORY_COLORS[name]}'" in page  # a segment of the bar
             assert f"{name} {tokens:,} ({tokens / report.window:.1%})" in page  # its legend entry
-    assert "(60%, down to 12,800)" in page
+    assert "(60%, down to 9,600)" in page
     for line in report.forecast():
         assert line.replace("'", "&#x27;") in page
     formatted, _metadata = DisplayFormatter().format(report)

@@ -29,6 +29,7 @@ position in the thread they were made for.
 from __future__ import annotations
 
 import contextvars
+import itertools
 import logging
 import threading
 import time
@@ -66,7 +67,9 @@ so one thread serves the calls of a run."""
 
 PREPARE_STAGES = (0.5, 0.85)
 """Clearing batches are made ahead too: the first call past each of these shares of the way from `clear_to` to
-`clear_at` hands over the results the next batch is likely to take (the view grows by a turn or so per call)."""
+`clear_at` hands over the results the next batch is likely to take (the view grows by a turn or so per call), and
+every later call the results that arrived since: a batch that goes down to `clear_to` can reach the step just before
+it."""
 
 BATCH_AHEAD = 1.5
 """Batches' worth of results prepared: a batch frees what brings the call from where it is down to `clear_to`, more
@@ -147,9 +150,14 @@ class Pregists:
         stage: int,
     ) -> list[Job]:
         prepared = index.memo.get("prepared")
-        if not stage or window is None or (prepared is not None and prepared[0] is boundary and prepared[1] >= stage):
+        if not stage or window is None:
             return []
-        index.memo["prepared"] = (boundary, stage)
+        if prepared is not None and prepared[0] is boundary and prepared[1] >= stage:
+            # results that arrived since: a batch reaching down to `clear_to` may take them before another stage comes
+            index.memo["prepared"] = (boundary, prepared[1], len(index.messages))
+            arrived = itertools.takewhile(lambda r: r.position >= prepared[2], reversed(index.results))
+            return self._wanted(index, [r.position for r in arrived][::-1], window)
+        index.memo["prepared"] = (boundary, stage, len(index.messages))
         span = BATCH_AHEAD * window * (index.policy.clear_at - index.policy.clear_to)
         freed, positions = 0.0, []
         for kind, call_id, saving in batch():

@@ -74,8 +74,10 @@ class ContextPolicy:
     clear_at: float = 0.60
     """Old tool results are cleared from the model's view once a call would pass this share."""
 
-    clear_to: float = 0.40
-    """One clearing batch goes down to this share, so the cached prefix moves rarely."""
+    clear_to: float = 0.30
+    """One clearing batch goes down to this share, so the cached prefix moves rarely. A batch seldom reaches it on a
+    small window, where the task, the summary and the gists take most of it; on a large one, a deep batch is read from
+    the cache for longer before the next one."""
 
     keep_tool_results: int = 1
     """The newest tool results that clearing never touches (with any kept, all results of the newest step stay).
@@ -324,7 +326,7 @@ def _check(policy: ContextPolicy) -> None:
             "clear_to",
             policy.clear_to,
             f"must be below clear_at={policy.clear_at!r} (a clearing batch goes down to it)",
-            "keep clear_to < clear_at, e.g. clear_to=0.4, clear_at=0.6",
+            "keep clear_to < clear_at, e.g. clear_to=0.3, clear_at=0.6",
         )
     if policy.clear_at >= policy.summarize_at:
         raise _fail(
