@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import sqlite3
 import threading
@@ -17,7 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from ctxwarden import ContextPolicy, context_middleware
-from ctxwarden.clip import carried, clear, pregist
+from ctxwarden.clip import CLIP_STATE_KEY, carried, clear, pregist
 from ctxwarden.clip.carried import AHEAD_KEY, NOTHING, Carried
 from ctxwarden.clip.ledger import TokenLedger
 from ctxwarden.clip.pregist import Pregists
@@ -185,3 +186,37 @@ def test_a_forged_entry_is_made_again_with_the_same_bytes(
     assert gists  # made again on the call, as if nothing were carried
     _run(control, "go on", _replies(9, 1), made)
     assert [[m.content for m in view] for view in resumed.views] == [[m.content for m in view] for view in made.views]
+
+
+def test_a_batch_s_gists_stay_carried_while_later_arrivals_join_them(tmp_path: Path) -> None:
+    """The default preset prepares a batch's gists on its way to `clear_at`, then the results that arrive after: the
+    thread's state carries all of them until the batch, so a process that resumes in between finds every one."""
+    handed = Pregists.hand_over
+
+    def finished(self: Pregists, *args: Any) -> None:
+        handed(self, *args)
+        assert self.wait(timeout=60)
+
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        closing(sqlite3.connect(tmp_path / "c.sqlite", check_same_thread=False)) as connection,
+    ):
+        patch.setattr(Pregists, "hand_over", finished)
+        agent = create_agent(
+            scripted_model(_replies(0, 14), window=12_000),
+            [listing],
+            middleware=context_middleware(policy=ContextPolicy(window=12_000)),
+            checkpointer=SqliteSaver(connection),
+        )
+        agent.invoke({"messages": [HumanMessage("go")]}, CONFIG)
+        states = [s.values for s in reversed(list(agent.get_state_history(CONFIG)))]
+    before = [(set(Carried.from_state(v).entries or {}), v.get(CLIP_STATE_KEY)) for v in states]
+    grew = False
+    for (earlier, boundary), (later, same) in itertools.pairwise(before):
+        if boundary == same:  # no batch in between: nothing carried is let go but what a batch already took
+            assert earlier - set(boundary["results"] if boundary else ()) <= later
+            grew = grew or (bool(earlier) and later > earlier)
+    assert grew  # a result that arrived after the batch was prepared joined what is carried
+    first_batch = next(b for _carried, b in before if b)
+    carried_before = next(c for c, b in reversed(before) if not b)
+    assert set(first_batch["results"]) <= carried_before  # the batch found every gist it took carried

@@ -153,11 +153,12 @@ class Pregists:
         if not stage or window is None:
             return []
         if prepared is not None and prepared[0] is boundary and prepared[1] >= stage:
-            # results that arrived since: a batch reaching down to `clear_to` may take them before another stage comes
-            index.memo["prepared"] = (boundary, prepared[1], len(index.messages))
+            # and the results that arrived since: a batch reaching down to `clear_to` may take them before another
+            # stage comes (the whole list stays wanted, so the thread's state keeps carrying what was made of it)
             arrived = itertools.takewhile(lambda r: r.position >= prepared[2], reversed(index.results))
-            return self._wanted(index, [r.position for r in arrived][::-1], window)
-        index.memo["prepared"] = (boundary, stage, len(index.messages))
+            wanted: list[Job] = [*prepared[3], *self._wanted(index, [r.position for r in arrived][::-1], window)]
+            index.memo["prepared"] = (boundary, prepared[1], len(index.messages), wanted)
+            return wanted
         span = BATCH_AHEAD * window * (index.policy.clear_at - index.policy.clear_to)
         freed, positions = 0.0, []
         for kind, call_id, saving in batch():
@@ -166,7 +167,9 @@ class Pregists:
             freed += saving
             if kind == "result" and call_id in index.result_at:
                 positions.append(index.result_at[call_id])
-        return self._wanted(index, positions, window)
+        wanted = self._wanted(index, positions, window)
+        index.memo["prepared"] = (boundary, stage, len(index.messages), wanted)
+        return wanted
 
     def _wanted(self, index: ThreadIndex, positions: Sequence[int], window: int | None) -> list[Job]:
         """The results at `positions` that get a gist for a model of `window` tokens, with its budget."""
