@@ -291,8 +291,7 @@ def build(
         slot = _SlotContextEditing()
     else:
         policy = {
-            # the deferred state alone: a fold prepared ahead is a background summary, measured by fold_latency; the
-            # settling batch down to 40% leaves the resumed run to reach the fold threshold, where a batch is made
+            # the deferred state alone (a prepared fold is measured by fold_latency); down to 40%, a batch comes later
             "deferred": ContextPolicy(clear_min_batch_share=0.5, clear_to=0.40, fold_prepare_ahead=0),
             "cost-first": ContextPolicy.cost_first(),
         }.get(case, ContextPolicy())
