@@ -2,7 +2,7 @@
 
 Ids come from users and providers and can hold anything: `../`, absolute paths, NUL
 bytes, very long or non-ASCII text; each becomes a path component through
-`ctxwarden.core.layout.safe_component`, which also names the folders.
+`ctxwarden.core.layout.safe_component` (`folder_name` for folders, which stay apart where case is ignored).
 
 A call id is not unique within a thread: many model servers number calls per message
 (`call_0` in every turn). So an evicted result's file is keyed by the call id *and* the
@@ -25,7 +25,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from ctxwarden.core.layout import LARGE_RESULTS_DIR, safe_component
+from ctxwarden.core.layout import LARGE_RESULTS_DIR, folder_name, safe_component
 
 KEY_SEPARATOR = "#"
 """Joins a call id and its call key in a recall reference: `call_0#1a2b3c4d`."""
@@ -106,11 +106,10 @@ def result_path(thread_id: str | None, namespace: str, call_id: str, key: str | 
     The namespace separates a subagent's files from its parent's on the same thread; the
     call key separates two calls of the thread that share a call id.
     """
-    parts = [LARGE_RESULTS_DIR, safe_component(thread_id or "no-thread")]
+    parts = [LARGE_RESULTS_DIR, folder_name(thread_id or "no-thread")]
     if namespace:
-        parts.append(safe_component(namespace))
-    name = safe_component(call_id)
-    parts.append(f"{name}-{key}" if key else name)
+        parts.append(folder_name(namespace))
+    parts.append(f"{safe_component(call_id)}-{key}" if key else folder_name(call_id))  # the key tells calls apart
     return "/" + "/".join(parts)
 
 

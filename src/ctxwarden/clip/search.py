@@ -30,7 +30,7 @@ from ctxwarden.clip.evict import RECALL_TOOL
 from ctxwarden.clip.names import changed_file
 from ctxwarden.clip.placeholders import is_cleared, text_cleared
 from ctxwarden.core.gauge_note import NOTE_SOURCE
-from ctxwarden.core.layout import HISTORY_DIR, LARGE_RESULTS_DIR, safe_component
+from ctxwarden.core.layout import HISTORY_DIR, LARGE_RESULTS_DIR, folder_name
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import content_text, decode, encode, text_of, value_text
 
@@ -217,7 +217,7 @@ def own_files(backend: Any, thread: str | None, covered: Iterable[str]) -> list[
     """
     if backend is None or thread is None:
         return []
-    name = safe_component(thread)
+    name = folder_name(thread)
     paths: list[str] = []
     for folder in (f"/{HISTORY_DIR}/{name}", f"/{LARGE_RESULTS_DIR}/{name}"):
         paths += _listed(backend, folder, depth=3)

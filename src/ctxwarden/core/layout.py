@@ -26,6 +26,15 @@ every folder the earlier rule made the same way (plain ids, UUIDs, every hashed 
 the folder of a plain id of hashed shape: that folder may hold another thread's files, so
 its thread moves to a hashed name and its earlier files stay where they are, reachable by the
 operator (outside a run), never by a thread.
+
+A thread's folder (and a namespace's) must also stay apart where the filesystem ignores case,
+as macOS's and Windows' do by default: there `Readme` and `readme` are one folder, so thread
+`readme` would list and overwrite thread `Readme`'s files. `folder_name` therefore keeps a plain
+id as its name only when no other id's name can differ from it only in case, and Windows reads it
+as a file name: lowercase, not ending in a dot, not a device name (`con`, `nul`, `com1`, ...);
+every other plain id gets a hashed name. Such a thread's earlier files stay in the folder the
+earlier rule gave it, reachable by the operator, never by a thread. A call's file inside a
+thread's folder needs no such care: its name carries the call key, which no other call has.
 """
 
 from __future__ import annotations
@@ -58,7 +67,8 @@ _DOTS = re.compile(r"\.{2,}")
 HASHED_SHAPE = re.compile(r".*-[0-9a-f]{12}", re.DOTALL)
 """The shape of a hashed name: a plain id of this shape is hashed too (UUIDs aside)."""
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_UUID_STEM = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}")
+_UUID_STEM = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}", re.IGNORECASE)
+"""A stem that, with `-<12 hex>` after it, would read as a UUID, in any case (a folder compared ignoring case)."""
 
 
 def safe_component(value: str) -> str:
@@ -70,9 +80,28 @@ def safe_component(value: str) -> str:
         and (not HASHED_SHAPE.fullmatch(value) or _UUID.fullmatch(value))
     ):
         return value
+    return _hashed(value, cleaned)
+
+
+def folder_name(value: str) -> str:
+    """`safe_component(value)`, made apart from every other value's name also where case is ignored.
+
+    For thread and namespace folders (see the module docstring): a plain id that is not lowercase, ends in a dot
+    or is a Windows device name is hashed, as an unsafe one is."""
+    name = safe_component(value)
+    if name != value or (value == value.lower() and not value.endswith(".") and not _DEVICE.fullmatch(value)):
+        return name
+    return _hashed(value, value)
+
+
+_DEVICE = re.compile(r"(?:con|prn|aux|nul|com\d|lpt\d)(?:\..*)?", re.IGNORECASE | re.DOTALL)
+"""Names Windows reads as devices, whatever follows their first dot."""
+
+
+def _hashed(value: str, cleaned: str) -> str:
     digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     stem = cleaned[: MAX_COMPONENT - 13]
-    if _UUID_STEM.fullmatch(stem):  # `<stem>-<digest>` would have a UUID's shape, which plain ids keep
+    if _UUID_STEM.fullmatch(stem) or _DEVICE.fullmatch(stem):  # a UUID's shape, which plain ids keep; a device
         stem = f"_{stem}"
     return f"{stem}-{digest}"
 
@@ -91,6 +120,7 @@ __all__ = [
     "LARGE_RESULTS_DIR",
     "MAX_COMPONENT",
     "TRACE_FILE",
+    "folder_name",
     "is_component",
     "safe_component",
 ]

@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from ctxwarden.core.io import Steps, arun, method, run
-from ctxwarden.core.layout import HISTORY_DIR, safe_component
+from ctxwarden.core.layout import HISTORY_DIR, folder_name
 from ctxwarden.core.text import decode, encode
 from ctxwarden.fold.transcript import section_marker
 
@@ -34,9 +34,9 @@ _STAGED_END = b"\n<!-- ctxwarden: staged "
 
 
 def history_path(thread_id: str | None, namespace: str) -> str:
-    thread = safe_component(thread_id or "no-thread")
+    thread = folder_name(thread_id or "no-thread")
     if namespace:
-        return f"/{HISTORY_DIR}/{thread}/{safe_component(namespace)}.md"
+        return f"/{HISTORY_DIR}/{thread}/{folder_name(namespace)}.md"
     return f"/{HISTORY_DIR}/{thread}.md"
 
 

@@ -43,7 +43,7 @@ from deepagents.backends.protocol import (
 
 from ctxwarden.admit.memory import local_path
 from ctxwarden.core.io import Call, Steps, arun, method, run
-from ctxwarden.core.layout import DATABASES, HISTORY_DIR, LARGE_RESULTS_DIR, safe_component
+from ctxwarden.core.layout import DATABASES, HISTORY_DIR, LARGE_RESULTS_DIR, folder_name
 from ctxwarden.core.runtime import running_agent_tool, step_context
 
 _Listing = TypeVar("_Listing", LsResult, GlobResult, GrepResult)
@@ -140,7 +140,7 @@ class ThreadIsolatedBackend(BackendProtocol):
     def _own(self) -> str | None:
         """The running thread's folder name, or `None` outside a run (read once per backend call)."""
         thread = self.current_thread()
-        return None if thread is None else safe_component(thread)
+        return None if thread is None else folder_name(thread)
 
     def _refusal(self, path: str, own: str | None, *, named: bool = True, write: bool = False) -> str | None:
         """Why `path` is refused (`None`: it is not). `named`: the caller names this exact file (not a listing);

@@ -21,7 +21,7 @@ from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 
 from ctxwarden.clip.search import Reader, Source, file_sources, message_sources, own_files, reader
 from ctxwarden.core.identity import identified
-from ctxwarden.core.layout import HISTORY_DIR, safe_component
+from ctxwarden.core.layout import HISTORY_DIR, folder_name
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
@@ -48,11 +48,11 @@ class ThreadScope:
         thread = step_context()[0]
         covered = [s.path for s in own if s.path]
         if thread is not None:  # a fork's copies of its parents' history files: the parents are searched whole
-            covered += [relocated(f"/{HISTORY_DIR}/{safe_component(p)}.md", p, thread) for p, _values in parents]
+            covered += [relocated(f"/{HISTORY_DIR}/{folder_name(p)}.md", p, thread) for p, _values in parents]
         files = file_sources(own_files(backend, thread, covered), read)
         if not parents:
             return [*own, *files]
-        beneath = _beneath(backend, {safe_component(name) for name, _values in parents})
+        beneath = _beneath(backend, {folder_name(name) for name, _values in parents})
         seeded = frozenset(m.id for m in messages if m.id)
         earlier: list[Source] = []
         for name, values in reversed(parents):  # the oldest first: conversation order

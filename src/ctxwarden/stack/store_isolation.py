@@ -44,7 +44,7 @@ from deepagents.backends.protocol import (
 from langgraph.config import get_store
 from langgraph.store.base import BaseStore
 
-from ctxwarden.core.layout import is_component, safe_component
+from ctxwarden.core.layout import folder_name, is_component, safe_component
 from ctxwarden.core.runtime import step_context
 from ctxwarden.errors import CtxwardenError
 from ctxwarden.stack.isolation import original_refusal, owner_of
@@ -127,7 +127,7 @@ class ThreadIsolatedStoreBackend(BackendProtocol):
         Call it when the fork is made, before the child runs (any worker sees it from then on).
         A thread has one parent; a relation that would make a cycle is refused.
         """
-        parent_name, child_name = safe_component(parent), safe_component(child)
+        parent_name, child_name = folder_name(parent), folder_name(child)
         if child_name == parent_name or child_name in self.ancestors(parent):
             raise CtxwardenError(
                 f"cannot record thread {child!r} as a fork of {parent!r}: {child!r} is {parent!r} or one of its "
@@ -148,7 +148,7 @@ class ThreadIsolatedStoreBackend(BackendProtocol):
 
     def parent_of(self, thread: str) -> str | None:
         """The thread `thread` was forked from (as named in paths), or `None`."""
-        name = safe_component(thread)
+        name = folder_name(thread)
         if name in self._parents:
             return self._parents[name]
         item = self._store().get(self.forks_namespace, name)
@@ -170,7 +170,7 @@ class ThreadIsolatedStoreBackend(BackendProtocol):
     # --- routing --------------------------------------------------------------------
     def _own(self) -> str | None:
         thread = self.current_thread()
-        return None if thread is None else safe_component(thread)
+        return None if thread is None else folder_name(thread)
 
     def _route(self, path: str, own: str | None, *, write: bool) -> tuple[tuple[str, ...] | None, str | None]:
         """`(namespace, None)` for the namespace `path` lives in, or `(None, why)` when the running thread may not."""
