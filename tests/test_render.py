@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
-from ctxwarden.clip import terminal
+from ctxwarden.clip import fast_draw, terminal
 from ctxwarden.clip.recall import lookup_result, make_recall_tool
 from ctxwarden.clip.terminal import full_screen_lines, needs_rendering, render
 from ctxwarden.core.meter import TokenMeter
@@ -190,7 +190,7 @@ def test_a_multibar_display_past_the_emulator_budget_is_drawn_exactly_as_pyte_dr
     fast = render(raw)
     assert fast.approximate_lines == 0
     assert fast.screen_lines == raw.count("\n") + 1
-    monkeypatch.setattr(terminal, "_fast_screen", lambda *_args: None)
+    monkeypatch.setattr(terminal, "fast_screen", lambda *_args: None)
     monkeypatch.setattr(terminal, "SCREEN_BUDGET_CHARS", 10 * len(raw))
     assert fast.text == render(raw).text  # the same region, every character through pyte
 
@@ -203,7 +203,7 @@ _ATOMS += ["\x1b[K", "\x1b[0K", "\x1b[1K", "\x1b[2K"]
 @given(st.lists(st.sampled_from(_ATOMS), max_size=40), st.integers(1, 4), st.integers(1, 8))
 def test_the_fast_screen_draws_what_pyte_draws(atoms: list[str], rows: int, columns: int) -> None:
     data = "".join(atoms)  # what multi-bar displays write: text, returns, line feeds, moves up and down, erases
-    assert terminal._fast_screen(data, rows, columns) == terminal._screen(data, rows, columns)
+    assert fast_draw.fast_screen(data, rows, columns) == terminal._screen(data, rows, columns)
 
 
 def test_sequences_pyte_cannot_read_leave_the_output_arriving(tmp_path: Path) -> None:
@@ -234,3 +234,47 @@ def test_a_line_pyte_fails_on_is_counted_as_approximate() -> None:
     rendered = render("ok\n\x1b[²mfar\x1b[3D digits\rFAR\n")
     assert rendered.approximate_lines == 1
     assert rendered.text.split("\n")[0] == "ok"
+
+
+_ROW_ATOMS = ["a", "bc", "xyz ", "  ", "⠋", "\r", "\b", "\b\b\b", "|\b", "/\b", "\x1b[C", "\x1b[3C", "\x1b[0C"]
+_ROW_ATOMS += ["\x1b[D", "\x1b[2D", "\x1b[G", "\x1b[1G", "\x1b[0G", "\x1b[4G", "\x1b[2`", "\x1b[K", "\x1b[0K"]
+_ROW_ATOMS += ["\x1b[1K", "\x1b[2K", "\x1b[3K", "\x1b[20000C", "\x1b[20000G"]
+
+
+@settings(max_examples=1_000, deadline=None)
+@given(st.lists(st.sampled_from(_ROW_ATOMS), max_size=40))
+def test_the_fast_row_draws_what_pyte_draws(atoms: list[str]) -> None:
+    data = "".join(atoms)  # what spinners and counters rewritten in place write: text, returns, backspaces, moves
+    fast = fast_draw.fast_row(data)
+    if fast is not None:
+        assert fast == terminal._one_row(data)
+    else:  # what pyte fails on or ignores, and a line that reaches the last column (pyte wraps it)
+        assert "[3K" in data or "`" in data or "0000" in data
+
+
+def test_an_npm_spinner_past_the_emulator_budget_shows_its_last_frame() -> None:
+    frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+    spin = "".join(f"\x1b[2K\x1b[1G{frames[i % 10]} Installing dependencies ({i})" for i in range(8_000))
+    line = spin + "\x1b[2K\x1b[1G✔ Installed"
+    assert len(line) > terminal.SCREEN_BUDGET_CHARS
+    rendered = render(f"start\n{line}\nend\n")
+    assert rendered.text == "start\n✔ Installed\nend\n"
+    assert rendered.approximate_lines == 0
+
+
+def test_a_spinner_of_any_length_shows_its_last_frame() -> None:
+    spinner = "".join("|/-\\"[i % 4] + "\b" for i in range(1_000_000)) + "done"  # one line, 2 MB of frames
+    assert len(spinner) > terminal.SCREEN_BUDGET_CHARS
+    rendered = render(f"building\n{spinner}\n")
+    assert rendered.text == "building\ndone\n"
+    assert rendered.approximate_lines == 0
+    small = "".join("|/-\\"[i % 4] + "\b" for i in range(9)) + "ok\b\bOK"
+    assert render(small).text == full_screen_lines(small)[0] == "OK"
+
+
+def test_past_the_emulator_budget_a_line_still_takes_its_backspaces() -> None:
+    line = "".join("\x1b[1X" + "|/-\\"[i % 4] + "\b" for i in range(60_000)) + "done"  # an erase of characters
+    assert len(line) > terminal.SCREEN_BUDGET_CHARS
+    rendered = render(line)
+    assert rendered.approximate_lines == 1
+    assert rendered.text == "done"

@@ -17,12 +17,14 @@ one a terminal cannot tell apart:
 - a line (up to `\\n`) that moves the cursor only within itself is rendered on its own: the
   frames before the last erase of the line are invisible, as is a plain frame that a later
   plain frame covers; the frames left are overlaid directly when they hold only
-  one-cell characters, and drawn on a one-row pyte screen otherwise;
+  one-cell characters, drawn by pyte's rules without it when they also hold backspaces,
+  moves along the line and line erases (`fast_row`: a spinner of any length), and drawn
+  on a one-row pyte screen otherwise;
 - lines that move the cursor up or down, or place it, are drawn on a screen of the height the
   program assumed, together with the lines around them that such moves can reach (one screen
   height either side); lines that scroll off its top are what the terminal's scrollback keeps.
   When they hold only one-cell text, `\r`, `\n`, cursor up and down and line erases (what
-  multi-bar progress displays write), `_fast_screen` draws them by pyte's rules a text run at a
+  multi-bar progress displays write), `fast_screen` draws them by pyte's rules a text run at a
   time, exactly and whatever their size; otherwise pyte does.
 
 `SCREEN_BUDGET_CHARS` bounds what pyte draws of one output, one-row lines included; lines beyond
@@ -41,6 +43,8 @@ from typing import Any
 import pyte
 from pyte import modes
 
+from ctxwarden.clip.fast_draw import NOT_ONE_CELL, fast_row, fast_screen, last_column
+
 SCREEN_ROWS = 24
 """Height of the screen lines that move the cursor vertically are drawn on, unless they say they assumed more."""
 
@@ -49,9 +53,6 @@ MAX_SCREEN_ROWS = 500
 
 SCREEN_BUDGET_CHARS = 200_000
 """Characters of one output the full screen emulator may draw (about half a second); the rest go line by line."""
-
-MAX_COLUMN_JUMP = 10_000
-"""Cap on how far right one cursor move may reach on the one-row screen."""
 
 _INVISIBLE = re.compile(
     r"\x1b\[[0-9;:]*m"  # SGR: colours and attributes
@@ -70,29 +71,12 @@ _ERASE_LINE_START = re.compile(r"\x1b\[[02]?K")
 _TRAILING_ERASES = ("\x1b[K", "\x1b[0K")
 """An erase to the end of the line where the line ends: nothing right of the cursor was drawn yet."""
 
-_NOT_ONE_CELL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f"
-    "\u0900-\u0dff\u0e31-\u0e3a\u0e47-\u0e4e\u1100-\u115f\u1ab0-\u1aff\u1dc0-\u1dff\u200b-\u200f\u202a-\u202e"
-    "\u2060-\u206f\u20d0-\u20ff\u231a\u231b\u2329\u232a\u23e9-\u23ec\u23f0\u23f3\u25fd\u25fe\u2614\u2615"
-    "\u2648-\u2653\u267f\u2693\u26a1\u26aa-\u26ff\u2705\u270a\u270b\u2728\u274c\u274e\u2753-\u2757\u2795-\u2797"
-    "\u27b0\u27bf\u2b1b\u2b1c\u2b50\u2b55\u2e80-\u303e\u3041-\ua4cf\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff"
-    "\ufe00-\ufe0f\ufe10-\ufe19\ufe20-\ufe6f\uff00-\uff60\uffe0-\uffe6\ufff9-\ufffb"
-    "\U0001f000-\U0001faff\U00020000-\U0003fffd\U000e0000-\U000e0fff\t]"
-)
-"""Characters that do not take exactly one cell (wide, combining, zero-width, tabs, other controls): a frame holding
-none of them covers exactly as many cells as it has characters."""
-
-_NUMBERS = re.compile(r"\x1b\[(\d+)[CG`]")
-
 _ANY_ESCAPE = re.compile(
     r"\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x20-\x2f]*[\x30-\x7e]?)"
     r"|[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f]"
 )
 """Any escape sequence, and the control characters other than tab, `\\n` and `\\r`: what a line drawn without the
 emulator leaves out."""
-
-_FAST_CONTROL = re.compile(r"(\r|\n|\x1b\[[0-9]*[AB]|\x1b\[[012]?K)")
-"""What `_fast_screen` draws besides text (ASCII digits only: pyte reads any other as a failure)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +167,7 @@ class _Run:
         covered = 0
         for index in range(len(frames) - 1, -1, -1):
             frame = frames[index]
-            if "\x1b" not in frame and "\b" not in frame and not _NOT_ONE_CELL.search(frame):
+            if "\x1b" not in frame and "\b" not in frame and not NOT_ONE_CELL.search(frame):
                 if len(frame) > covered:  # shows past what the later frames drew
                     kept.append(frame)
                     covered = len(frame)
@@ -193,24 +177,26 @@ class _Run:
                 kept.extend(reversed(frames[:index]))  # what this frame leaves of the earlier ones is the emulator's
             break
         kept.reverse()
-        if all("\x1b" not in f and "\b" not in f and not _NOT_ONE_CELL.search(f) for f in kept):
+        if all("\x1b" not in f and "\b" not in f and not NOT_ONE_CELL.search(f) for f in kept):
             return _overlay(kept)
         data = "\r".join(kept)
-        shown = None
-        if len(data) <= self.budget:
+        shown = fast_row(data)
+        if shown is None and len(data) <= self.budget:
             self.budget -= len(data)
             shown = _one_row(data)
         if shown is None:
             self.approximate += 1
-            return _overlay(_ANY_ESCAPE.sub("", data).split("\r"))
+            stripped = _ANY_ESCAPE.sub(_backspace_kept, data)
+            shown = fast_row(stripped)
+            return _overlay(stripped.replace("\b", "").split("\r")) if shown is None else shown
         return shown
 
     def screen(self, lines: list[str], rows: int, vertical: int) -> list[str]:
         """`lines` drawn on a screen `rows` high: what scrolled off its top, then what it shows at the end; exactly
-        by `_fast_screen` when they hold only what it draws, else by pyte within the budget, else line by line."""
+        by `fast_screen` when they hold only what it draws, else by pyte within the budget, else line by line."""
         width = max(80, *(len(line) for line in lines))
         data = "\n".join(line if _VERTICAL.search(line) else self.line(line) for line in lines)
-        shown = _fast_screen(data, rows, width + 1)
+        shown = fast_screen(data, rows, width + 1)
         if shown is None and len(data) <= self.budget:
             self.budget -= len(data)
             shown = _screen(data, rows, width + 1)
@@ -231,11 +217,13 @@ def _overlay(frames: list[str]) -> str:
     return shown.rstrip()
 
 
+def _backspace_kept(match: re.Match[str]) -> str:
+    return match[0] if match[0] == "\b" else ""
+
+
 def _one_row(data: str) -> str | None:
     """`data` drawn on a one-row pyte screen wide enough that nothing wraps; `None` if pyte cannot read it."""
-    jumps = [int(n) for n in _NUMBERS.findall(data)]
-    columns = len(data) + 1 + min(MAX_COLUMN_JUMP, max(jumps, default=0))
-    screen = _Screen(columns, 1)
+    screen = _Screen(last_column(data) + 1, 1)
     if not _feed(screen, data):
         return None
     return "\n".join([*screen.gone, _row_text(screen.buffer[0])])
@@ -260,56 +248,6 @@ def _feed(screen: pyte.Screen, data: str) -> bool:
     except Exception:  # pyte's failures are not typed; whatever it was, the output still arrives
         return False
     return True
-
-
-def _fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
-    """What `_screen` shows of `data`, drawn without pyte, when `data` holds only one-cell characters, `\\r`, `\\n`,
-    cursor up and down (`CSI n A`, `CSI n B`) and line erases (`CSI 0/1/2 K`) — what multi-bar progress displays
-    (tqdm's `position=`) write; `None` for anything else. pyte's own rules, one text run at a time: a run stops at
-    the last column and wraps when the next character comes (`\\n` also returns to the first column, as pyte's LNM
-    mode makes it), a move stops at the screen's edge, an erase writes blanks, a line scrolled off the top is kept."""
-    parts = _FAST_CONTROL.split(data)
-    if any(_NOT_ONE_CELL.search(text) for text in parts[0::2]):
-        return None
-    buffer = [""] * rows
-    gone: list[str] = []
-    x = y = 0
-    for index, part in enumerate(parts):
-        if index % 2 == 0:
-            while part:
-                if x == columns:  # the last column was drawn: the next character wraps
-                    x, y = 0, _down(buffer, gone, y)
-                row, take = buffer[y], part[: columns - x]
-                buffer[y] = row[:x].ljust(x) + take + row[x + len(take) :]
-                x, part = x + len(take), part[len(take) :]
-        elif part == "\r":
-            x = 0
-        elif part == "\n":
-            x, y = 0, _down(buffer, gone, y)
-        else:
-            count, op = int(part[2:-1] or 0), part[-1]
-            if op == "A":
-                y = max(y - (count or 1), 0)
-            elif op == "B":
-                y = min(y + (count or 1), rows - 1)
-            elif count == 0:
-                buffer[y] = buffer[y][:x]
-            elif count == 1:
-                buffer[y] = " " * (x + 1) + buffer[y][x + 1 :]
-            else:
-                buffer[y] = ""
-    shown = [row.rstrip() for row in buffer]
-    last = max([y, *(i for i, row in enumerate(shown) if row)])
-    return [*gone, *shown[: last + 1]]
-
-
-def _down(buffer: list[str], gone: list[str], y: int) -> int:
-    """The row a line feed from row `y` leads to; at the bottom, the screen scrolls and its top row is kept."""
-    if y < len(buffer) - 1:
-        return y + 1
-    gone.append(buffer.pop(0).rstrip())
-    buffer.append("")
-    return y
 
 
 def full_screen_lines(text: str, rows: int = SCREEN_ROWS, columns: int = 1_000) -> list[str]:

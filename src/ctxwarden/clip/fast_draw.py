@@ -1,0 +1,144 @@
+"""Drawing by pyte's rules without pyte, for what progress displays and spinners write.
+
+pyte draws about 0.3-1 MB a second, and a progress display can write tens of megabytes of frames.
+Most of it is one-cell text, carriage returns, backspaces, cursor moves and line erases: for
+those, these functions follow pyte's rules a text run at a time, in time linear in the input,
+and return `None` for anything else, which `ctxwarden.clip.terminal` then gives to pyte. A
+property test checks each against pyte on every mix of what it draws.
+"""
+
+from __future__ import annotations
+
+import re
+
+PYTE_MAX_PARAMETER = 9_999
+"""pyte reads a larger parameter of a sequence as this."""
+
+MAX_COLUMN_JUMP = 10_000
+"""Cap on how far right one cursor move may reach on the one-row screen."""
+
+NOT_ONE_CELL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f"
+    "\u0900-\u0dff\u0e31-\u0e3a\u0e47-\u0e4e\u1100-\u115f\u1ab0-\u1aff\u1dc0-\u1dff\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u20d0-\u20ff\u231a\u231b\u2329\u232a\u23e9-\u23ec\u23f0\u23f3\u25fd\u25fe\u2614\u2615"
+    "\u2648-\u2653\u267f\u2693\u26a1\u26aa-\u26ff\u2705\u270a\u270b\u2728\u274c\u274e\u2753-\u2757\u2795-\u2797"
+    "\u27b0\u27bf\u2b1b\u2b1c\u2b50\u2b55\u2e80-\u303e\u3041-\ua4cf\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff"
+    "\ufe00-\ufe0f\ufe10-\ufe19\ufe20-\ufe6f\uff00-\uff60\uffe0-\uffe6\ufff9-\ufffb"
+    "\U0001f000-\U0001faff\U00020000-\U0003fffd\U000e0000-\U000e0fff\t]"
+)
+"""Characters that do not take exactly one cell (wide, combining, zero-width, tabs, other controls): a frame holding
+none of them covers exactly as many cells as it has characters."""
+
+COLUMN_JUMPS = re.compile(r"\x1b\[(\d+)[CG`]")
+"""Moves right, to a column or by columns, whose sizes widen the one-row screen."""
+
+_ROW_CONTROL = re.compile(r"(\r|\x08+|\x1b\[[0-9]*[CDGK])")
+"""What `fast_row` draws besides text (ASCII digits only, as `_FAST_CONTROL`)."""
+
+_FAST_CONTROL = re.compile(r"(\r|\n|\x1b\[[0-9]*[AB]|\x1b\[[012]?K)")
+"""What `fast_screen` draws besides text (ASCII digits only: pyte reads any other as a failure)."""
+
+
+def last_column(data: str) -> int:
+    """The last column of the one-row screen `data` is drawn on: wide enough for every character and the farthest
+    move right it asks for (up to `MAX_COLUMN_JUMP`), so a line is never wrapped."""
+    return len(data) + min(MAX_COLUMN_JUMP, max((int(n) for n in COLUMN_JUMPS.findall(data)), default=0))
+
+
+def fast_row(data: str) -> str | None:
+    """What a one-row pyte screen `last_column(data) + 1` wide shows of `data`, drawn without pyte.
+
+    For `data` of one-cell characters, `\\r`, backspaces, moves along the line (`CSI n C`, `CSI n D`, `CSI n G`) and
+    line erases (`CSI 0/1/2 K`): what spinners and counters rewritten in place write (`|\\b/\\b`, npm's
+    `CSI 2K CSI 1G ⠋ ...`); `None` for anything else, or for a line that would reach the screen's last column (pyte
+    wraps it there). pyte's own rules, a text run at a time: exact, and linear in the size of `data` however many
+    frames it holds."""
+    parts = _ROW_CONTROL.split(data)
+    if any("\x1b" in text or NOT_ONE_CELL.search(text) for text in parts[0::2]):
+        return None
+    last = last_column(data)
+    row: list[str] = []
+    x = 0
+    for index, part in enumerate(parts):
+        if index % 2 == 0:
+            if x + len(part) > last:
+                return None
+            row.extend(" " * (x - len(row)))
+            row[x : x + len(part)] = part
+            x += len(part)
+        elif part == "\r":
+            x = 0
+        elif part[0] == "\b":
+            x = max(0, x - len(part))
+        else:
+            count, op = min(int(part[2:-1] or 0), PYTE_MAX_PARAMETER), part[-1]
+            if op == "C":
+                x = min(x + (count or 1), last)
+            elif op == "D":
+                x = max(x - (count or 1), 0)
+            elif op == "G":
+                x = min((count or 1) - 1, last)  # to a column, counted from 1
+            elif count == 0:
+                del row[x:]
+            elif count == 1:
+                row[: x + 1] = " " * min(x + 1, len(row))
+            elif count == 2:
+                row.clear()
+            else:
+                return None  # pyte fails on it
+    return "".join(row).rstrip()
+
+
+def fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
+    """What a pyte screen `rows` high and `columns` wide shows of `data`, drawn without pyte.
+
+    For `data` of one-cell characters, `\\r`, `\\n`, cursor up and down (`CSI n A`, `CSI n B`) and line erases
+    (`CSI 0/1/2 K`), what multi-bar progress displays (tqdm's `position=`) write; `None` for anything else. pyte's own
+    rules, one text run at a time: a run stops at the last column and wraps when the next character comes (`\\n` also
+    returns to the first column, as pyte's LNM mode makes it), a move stops at the screen's edge, an erase writes
+    blanks, a line scrolled off the top is kept."""
+    parts = _FAST_CONTROL.split(data)
+    if any(NOT_ONE_CELL.search(text) for text in parts[0::2]):
+        return None
+    buffer = [""] * rows
+    gone: list[str] = []
+    x = y = 0
+    for index, part in enumerate(parts):
+        if index % 2 == 0:
+            while part:
+                if x == columns:  # the last column was drawn: the next character wraps
+                    x, y = 0, _down(buffer, gone, y)
+                row, take = buffer[y], part[: columns - x]
+                buffer[y] = row[:x].ljust(x) + take + row[x + len(take) :]
+                x, part = x + len(take), part[len(take) :]
+        elif part == "\r":
+            x = 0
+        elif part == "\n":
+            x, y = 0, _down(buffer, gone, y)
+        else:
+            count, op = int(part[2:-1] or 0), part[-1]
+            if op == "A":
+                y = max(y - (count or 1), 0)
+            elif op == "B":
+                y = min(y + (count or 1), rows - 1)
+            elif count == 0:
+                buffer[y] = buffer[y][:x]
+            elif count == 1:
+                buffer[y] = " " * (x + 1) + buffer[y][x + 1 :]
+            else:
+                buffer[y] = ""
+    shown = [row.rstrip() for row in buffer]
+    last = max([y, *(i for i, row in enumerate(shown) if row)])
+    return [*gone, *shown[: last + 1]]
+
+
+def _down(buffer: list[str], gone: list[str], y: int) -> int:
+    """The row a line feed from row `y` leads to; at the bottom, the screen scrolls and its top row is kept."""
+    if y < len(buffer) - 1:
+        return y + 1
+    gone.append(buffer.pop(0).rstrip())
+    buffer.append("")
+    return y
+
+
+__all__ = ["MAX_COLUMN_JUMP", "NOT_ONE_CELL", "PYTE_MAX_PARAMETER", "fast_row", "fast_screen", "last_column"]
