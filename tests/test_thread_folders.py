@@ -150,3 +150,27 @@ def test_the_shadow_thread_sees_and_changes_nothing_of_the_victims(state_dir: Pa
     recalled = [m for m in _run(again, VICTIM, "recall it") if isinstance(m, ToolMessage)][-1]
     again.checkpointer.conn.close()
     assert LOG[:2_000] in str(recalled.content)  # the victim still reads its own original
+
+
+def test_a_thread_named_like_anothers_history_file_leaves_that_history_writable(state_dir: Path) -> None:
+    """Thread `notes.md`'s folder would be `/conversation_history/notes.md`, thread `notes`'s history file."""
+    folds = {}
+    for thread in ("notes.md", "notes"):
+        agent = create_context_agent(
+            scripted_model(
+                [_calls(("build", {"target": thread}), id=f"m-{thread}"), AIMessage("built")], window=32_000
+            ),
+            [build],
+            state_dir=state_dir,
+        )
+        _run(agent, thread, "build it")
+        folds[thread] = compact(agent, {"configurable": {"thread_id": thread}}, summarizer="deterministic")
+        agent.checkpointer.conn.close()
+    for thread, fold in folds.items():
+        assert fold is not None
+        assert fold.path is not None, thread  # the history was written before the turns left the view
+        history = state_dir / fold.path.lstrip("/")
+        assert history.is_file()
+        assert "## fold 1" in history.read_text(encoding="utf-8")
+    assert folds["notes"].path == "/conversation_history/notes.md"
+    assert not list(state_dir.rglob("*.staged"))

@@ -32,9 +32,11 @@ as macOS's and Windows' do by default: there `Readme` and `readme` are one folde
 `readme` would list and overwrite thread `Readme`'s files. `folder_name` therefore keeps a plain
 id as its name only when no other id's name can differ from it only in case, and Windows reads it
 as a file name: lowercase, not ending in a dot, not a device name (`con`, `nul`, `com1`, ...);
-every other plain id gets a hashed name. Such a thread's earlier files stay in the folder the
-earlier rule gave it, reachable by the operator, never by a thread. A call's file inside a
-thread's folder needs no such care: its name carries the call key, which no other call has.
+every other plain id gets a hashed name. So does an id ending in `.md`: the folder of thread
+`notes.md` would be the history file of thread `notes`, and whichever came second could not
+write its history. Such a thread's earlier files stay in the folder the earlier rule gave it,
+reachable by the operator, never by a thread. A call's file inside a thread's folder needs no
+such care: its name carries the call key, which no other call has.
 """
 
 from __future__ import annotations
@@ -87,9 +89,10 @@ def folder_name(value: str) -> str:
     """`safe_component(value)`, made apart from every other value's name also where case is ignored.
 
     For thread and namespace folders (see the module docstring): a plain id that is not lowercase, ends in a dot
-    or is a Windows device name is hashed, as an unsafe one is."""
+    or is a Windows device name is hashed, as an unsafe one is; so is one ending in `.md`, whose folder would be the
+    history file of the thread named without it (`/conversation_history/notes.md`, the file of thread `notes`)."""
     name = safe_component(value)
-    if name != value or (value == value.lower() and not value.endswith(".") and not _DEVICE.fullmatch(value)):
+    if name != value or (value == value.lower() and not value.endswith((".", ".md")) and not _DEVICE.fullmatch(value)):
         return name
     return _hashed(value, value)
 
