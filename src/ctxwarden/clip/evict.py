@@ -38,7 +38,7 @@ from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
-from ctxwarden.core.stamp import METADATA_KEY, RECENT, last_stamped
+from ctxwarden.core.stamp import METADATA_KEY, RECENT, last_stamped, unstamped
 from ctxwarden.core.text import encode, text_of
 
 _SURROGATES = SURROGATES
@@ -163,6 +163,8 @@ class Evictor:
         self, request: ToolCallRequest, result: ToolMessage | Command[Any]
     ) -> Steps[tuple[Any, list[PendingEvent]]]:
         """The core of `evict`/`aevict`: write each oversized output, then settle every message in order."""
+        if any(unstamped(m) is not m for m in _results(result)):  # a tool's result brings no record of ours
+            result = _map_results(result, unstamped)
         events: list[PendingEvent] = []
         arrived: dict[int, ToolMessage] = {}
         settled: dict[int, tuple[ToolMessage, dict, str | None]] = {}

@@ -122,6 +122,19 @@ def count_record(tokens: int, counter: str, message: BaseMessage, args: Sequence
     return record
 
 
+def unstamped(message: BaseMessage) -> BaseMessage:
+    """`message` without the records only ctxwarden writes (its stamp or eviction record, and its carried count).
+
+    A tool's result brings none of ctxwarden's: one it did bring (a message copied from a thread, or forged) would be
+    trusted, a count that says 7 tokens for 50,000 keeping the output whole past the window, an eviction record
+    naming a file the output was never written to."""
+    metadata = message.response_metadata
+    if METADATA_KEY not in metadata and COUNT_KEY not in metadata:
+        return message
+    kept = {key: value for key, value in metadata.items() if key not in (METADATA_KEY, COUNT_KEY)}
+    return message.model_copy(update={"response_metadata": kept})
+
+
 def carried(message: BaseMessage, counter: str) -> dict[str, Any] | None:
     """The count `message` carries, when `counter` made it and the content is the one counted."""
     record = message.response_metadata.get(COUNT_KEY)
@@ -145,4 +158,5 @@ __all__ = [
     "last_stamped",
     "stamp_of",
     "stamps",
+    "unstamped",
 ]
