@@ -78,3 +78,48 @@ def test_missing_state_dir_exits_2(tmp_path: Path, command: str) -> None:
     assert done.returncode == 2
     assert "Fix: pass the --state-dir the agent ran with" in done.stderr
     assert not (tmp_path / "nowhere").exists()
+
+
+HOSTILE = "victim\x1b]0;PWNED\x07\x1b[2J\r\nfake-thread  fake  1  1  1  ok (1%)\u202eevil"
+"""A thread id a client chose: it retitles the window, clears the screen, adds a row, reverses the text after it."""
+
+
+def test_a_thread_id_reaches_the_terminal_as_escapes_never_as_codes(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    agent = create_context_agent(
+        scripted_model([AIMessage("hi")], window=8_000, name="fake\x1b[31m"), [], state_dir=state
+    )
+    agent.invoke({"messages": [("user", "hello")]}, {"configurable": {"thread_id": HOSTILE}})
+    agent.checkpointer.conn.close()
+    done = [
+        _run("threads", "--state-dir", str(state)),
+        _run("context", "--state-dir", str(state), "--thread", HOSTILE),
+        _run("trace", "--state-dir", str(state), "--thread", HOSTILE),
+        _run("trace", "--state-dir", str(state), "--thread", "unknown"),  # lists the known threads
+    ]
+    for result in done:
+        for text in (result.stdout, result.stderr):
+            assert not any(code in text for code in ("\x1b", "\x07", "\r", "\u202e")), text
+    assert done[0].returncode == 0
+    assert done[0].stdout.count("\n") == 2  # the header and one row: no fake row
+    assert "victim\\x1b]0;PWNED\\x07\\x1b[2J\\r\\nfake-thread" in done[0].stdout
+    assert "\\u202eevil" in done[1].stdout
+
+
+def test_the_rich_report_prints_no_code_a_thread_id_holds(tmp_path: Path) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from ctxwarden import context_report
+
+    state = tmp_path / "state"
+    agent = create_context_agent(scripted_model([AIMessage("hi")], window=8_000), [], state_dir=state)
+    config = {"configurable": {"thread_id": HOSTILE}}
+    agent.invoke({"messages": [("user", "hello")]}, config)
+    out = StringIO()
+    Console(file=out, force_terminal=True, width=200).print(context_report(agent, config))
+    agent.checkpointer.conn.close()
+    assert "\x1b]0;" not in out.getvalue()
+    assert "\x1b[2J" not in out.getvalue()
+    assert "\u202e" not in out.getvalue()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxwarden.cli.trace_command import KIND_ALIASES, damaged, event_kinds, fail, postgres_url, trace_command
+from ctxwarden.core.text import printable
 from ctxwarden.errors import CtxwardenError, WindowTooSmallError
 
 
@@ -246,14 +247,16 @@ def _threads(args: argparse.Namespace) -> int:
     if not rows:
         sys.stdout.write(f"no threads in {args.state_dir}\n")
         return 0
-    width = max(len(r["thread_id"]) for r in rows)
+    shown = [printable(r["thread_id"]) for r in rows]  # an id is the client's: no escape code reaches the terminal
+    width = max(map(len, shown))
     sys.stdout.write(f"{'thread':<{width}}  {'model':<20} {'calls':>6} {'used':>10} {'window':>10}  gauge\n")
-    for r in rows:
+    for r, thread in zip(rows, shown, strict=True):
         if "error" in r:
-            sys.stdout.write(f"{r['thread_id']:<{width}}  (not measured yet)\n")
+            sys.stdout.write(f"{thread:<{width}}  (not measured yet)\n")
             continue
+        model = printable(r["model"])[:20]
         sys.stdout.write(
-            f"{r['thread_id']:<{width}}  {r['model'][:20]:<20} {r['calls']:>6,} {r['used']:>10,} {r['window']:>10,}  "
+            f"{thread:<{width}}  {model:<20} {r['calls']:>6,} {r['used']:>10,} {r['window']:>10,}  "
             f"{r['gauge']} ({r['fraction']:.0%})\n"
         )
     return 0

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ctxwarden.core.text import printable
 from ctxwarden.errors import CtxwardenError
 
 KIND_ALIASES = {"fold": "context_compaction", "clear": "context_clear", "evict": "eviction"}
@@ -81,7 +82,7 @@ def trace_command(args: argparse.Namespace) -> int:
     try:
         known = store.threads()
         if args.thread not in known:
-            listing = ", ".join(known[:10]) + (" …" if len(known) > 10 else "") if known else "none"
+            listing = ", ".join(map(printable, known[:10])) + (" …" if len(known) > 10 else "") if known else "none"
             where = store.location
             return fail("trace", f"thread {args.thread!r} has no events in {where}. Known threads: {listing}.")
         events = store.events(thread_id=args.thread)
@@ -109,8 +110,8 @@ def trace_command(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps(row) + "\n")
         else:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.ts))
-            where = f" [{event.namespace}]" if event.namespace else ""
-            model = f" {event.model}" if event.model else ""
+            where = f" [{printable(event.namespace)}]" if event.namespace else ""
+            model = f" {printable(event.model)}" if event.model else ""
             payload = json.dumps(dict(event.payload), separators=(",", ":"))
             sys.stdout.write(f"{when} {event.kind}{model}{where} {payload}\n")
     return 0

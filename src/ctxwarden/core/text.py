@@ -180,6 +180,17 @@ def one_line(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def printable(value: str) -> str:
+    """`value` safe to print on a terminal: each character that is not printable (escape codes, carriage returns and
+    line feeds, bidirectional overrides) written as its escape, `\\x1b`, `\\n`, `\\u202e`.
+
+    Thread ids are chosen by clients and printed to the operator's terminal by the CLI and the report: raw, an id
+    could retitle the window, clear the screen, or add a line that reads as another thread's row."""
+    if value.isprintable():
+        return value
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in value)
+
+
 def cut_middle(text: str, max_chars: int) -> str:
     """`text` cut in the middle to about `max_chars` characters, saying how many were cut."""
     if len(text) <= max_chars:
@@ -201,6 +212,7 @@ __all__ = [
     "error_line",
     "message_text",
     "one_line",
+    "printable",
     "text_of",
     "value_text",
 ]

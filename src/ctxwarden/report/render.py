@@ -14,6 +14,7 @@ import html
 from typing import Any
 
 from ctxwarden.core.extras import require
+from ctxwarden.core.text import printable
 from ctxwarden.report.figures import ReportFigures
 from ctxwarden.report.forecast import GLYPHS, forecast, overhead_warning, reach_line, thresholds_line
 
@@ -39,8 +40,9 @@ _MARK = "position:absolute;top:-3px;height:calc(100% + 6px);"
 
 def headline(report: ReportFigures) -> str:
     """`thread · model · window` in one line."""
-    thread = report.thread_id if report.thread_id is not None else "-"
-    return f"thread {thread} · model {report.model} · window {report.window:,} tokens ({report.window_source})"
+    thread = printable(report.thread_id) if report.thread_id is not None else "-"
+    model = printable(report.model)
+    return f"thread {thread} · model {model} · window {report.window:,} tokens ({report.window_source})"
 
 
 def usage_line(report: ReportFigures) -> str:
