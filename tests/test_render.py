@@ -195,7 +195,7 @@ def test_a_multibar_display_past_the_emulator_budget_is_drawn_exactly_as_pyte_dr
     assert fast.text == render(raw).text  # the same region, every character through pyte
 
 
-_ATOMS = ["a", "bc", "▋", "xyz ", "  ", "\r", "\n", "\x1b[A", "\x1b[2A", "\x1b[0A", "\x1b[B", "\x1b[3B"]
+_ATOMS = ["a", "bc", "▋", "xyz ", "  ", "下", "🚀a", "\r", "\n", "\x1b[A", "\x1b[2A", "\x1b[0A", "\x1b[B", "\x1b[3B"]
 _ATOMS += ["\x1b[K", "\x1b[0K", "\x1b[1K", "\x1b[2K"]
 
 
@@ -221,7 +221,7 @@ def test_the_emulator_draws_a_bounded_share_of_an_output_whatever_its_lines(monk
     fed: list[int] = []
     feed = terminal._feed
     monkeypatch.setattr(terminal, "_feed", lambda screen, data: fed.append(len(data)) or feed(screen, data))
-    line = "\r".join(f"\x1b[2C{i:04d} wide 漢字 frame" for i in range(20))  # each line needs the emulator
+    line = "\r".join(f"\x1b[2C\x1b[X{i:04d} wide 漢字 frame" for i in range(20))  # an erase of characters: pyte
     raw = "\n".join([line] * 2_000)
     rendered = render(raw)
     assert sum(fed) <= terminal.SCREEN_BUDGET_CHARS
@@ -236,7 +236,23 @@ def test_a_line_pyte_fails_on_is_counted_as_approximate() -> None:
     assert rendered.text.split("\n")[0] == "ok"
 
 
-_ROW_ATOMS = ["a", "bc", "xyz ", "  ", "⠋", "\r", "\b", "\b\b\b", "|\b", "/\b", "\x1b[C", "\x1b[3C", "\x1b[0C"]
+_ROW_ATOMS = [
+    "a",
+    "bc",
+    "xyz ",
+    "  ",
+    "⠋",
+    "下载",
+    "🚀",
+    "\r",
+    "\b",
+    "\b\b\b",
+    "|\b",
+    "/\b",
+    "\x1b[C",
+    "\x1b[3C",
+    "\x1b[0C",
+]
 _ROW_ATOMS += ["\x1b[D", "\x1b[2D", "\x1b[G", "\x1b[1G", "\x1b[0G", "\x1b[4G", "\x1b[2`", "\x1b[K", "\x1b[0K"]
 _ROW_ATOMS += ["\x1b[1K", "\x1b[2K", "\x1b[3K", "\x1b[20000C", "\x1b[20000G"]
 
@@ -260,6 +276,31 @@ def test_an_npm_spinner_past_the_emulator_budget_shows_its_last_frame() -> None:
     rendered = render(f"start\n{line}\nend\n")
     assert rendered.text == "start\n✔ Installed\nend\n"
     assert rendered.approximate_lines == 0
+
+
+def test_a_line_of_two_cell_characters_is_never_wrapped() -> None:
+    line = "下载完成 100% 文件已保存\r\x1b[2K下载完成 100% 文件已保存到本地磁盘 🚀\n"
+    assert render(line).text == "下载完成 100% 文件已保存到本地磁盘 🚀\n"
+    over = "\x1b[31m进度\x1b[0m 这是一个很长的中文行，用来测试是否会被折行显示出来。\r完成\n"
+    assert (
+        render(over).text
+        == full_screen_lines(over)[0] + "\n"
+        == "完成 这是一个很长的中文行，用来测试是否会被折行显示出来。\n"
+    )
+    bars = "第一 ▋▋\n第二 ▋\x1b[1A\r第一 ▋▋▋\x1b[1B\n"
+    assert render(bars).text == "\n".join(full_screen_lines(bars)) + "\n"
+
+
+def test_a_spinner_of_two_cell_characters_is_drawn_in_time_linear_in_its_frames(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    line = "".join(f"\x1b[2K\x1b[1G⠋ 下载 {i}" for i in range(10_000))  # within the budget: pyte took 50 s on it
+    fed: list[int] = []
+    feed = terminal._feed
+    monkeypatch.setattr(terminal, "_feed", lambda screen, data: fed.append(len(data)) or feed(screen, data))
+    rendered = render(line + "\n")
+    assert rendered.text == "⠋ 下载 9999\n"
+    assert not fed  # pyte drew none of it
 
 
 def test_a_spinner_of_any_length_shows_its_last_frame() -> None:

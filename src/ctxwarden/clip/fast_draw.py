@@ -1,7 +1,7 @@
 """Drawing by pyte's rules without pyte, for what progress displays and spinners write.
 
 pyte draws about 0.3-1 MB a second, and a progress display can write tens of megabytes of frames.
-Most of it is one-cell text, carriage returns, backspaces, cursor moves and line erases: for
+Most of it is one- and two-cell text, carriage returns, backspaces, cursor moves and line erases: for
 those, these functions follow pyte's rules a text run at a time, in time linear in the input,
 and return `None` for anything else, which `ctxwarden.clip.terminal` then gives to pyte. A
 property test checks each against pyte on every mix of what it draws.
@@ -10,6 +10,8 @@ property test checks each against pyte on every mix of what it draws.
 from __future__ import annotations
 
 import re
+
+from pyte.screens import wcwidth  # pyte's own widths (cached), so a cell here is a cell there
 
 PYTE_MAX_PARAMETER = 9_999
 """pyte reads a larger parameter of a sequence as this."""
@@ -40,32 +42,60 @@ _FAST_CONTROL = re.compile(r"(\r|\n|\x1b\[[0-9]*[AB]|\x1b\[[012]?K)")
 
 
 def last_column(data: str) -> int:
-    """The last column of the one-row screen `data` is drawn on: wide enough for every character and the farthest
-    move right it asks for (up to `MAX_COLUMN_JUMP`), so a line is never wrapped."""
-    return len(data) + min(MAX_COLUMN_JUMP, max((int(n) for n in COLUMN_JUMPS.findall(data)), default=0))
+    """The last column of the one-row screen `data` is drawn on: wide enough for every character at two cells and the
+    farthest move right it asks for (up to `MAX_COLUMN_JUMP`), so a line is never wrapped."""
+    return 2 * len(data) + min(MAX_COLUMN_JUMP, max((int(n) for n in COLUMN_JUMPS.findall(data)), default=0))
+
+
+STUB = "\x00"
+"""The cell after a two-cell character (pyte's empty stub). No text drawn here holds it: `cells` leaves a control to
+pyte."""
+
+
+def cells(text: str) -> str | None:
+    """The cells pyte draws `text` into, from the cursor on, one character each: a one-cell character, or a two-cell
+    one (CJK, most emoji) and the `STUB` pyte puts after it; `None` when `text` holds any other (a combining or
+    zero-width character, a control), whose rules these functions leave to pyte. Widths are pyte's own."""
+    if not NOT_ONE_CELL.search(text):
+        return text
+    drawn: list[str] = []
+    for char in text:
+        width = wcwidth(char)
+        if width == 1:
+            drawn.append(char)
+        elif width == 2:
+            drawn += (char, STUB)
+        else:
+            return None
+    return "".join(drawn)
+
+
+def _shown(row: str) -> str:
+    return row.replace(STUB, "").rstrip()
 
 
 def fast_row(data: str) -> str | None:
     """What a one-row pyte screen `last_column(data) + 1` wide shows of `data`, drawn without pyte.
 
-    For `data` of one-cell characters, `\\r`, backspaces, moves along the line (`CSI n C`, `CSI n D`, `CSI n G`) and
-    line erases (`CSI 0/1/2 K`): what spinners and counters rewritten in place write (`|\\b/\\b`, npm's
-    `CSI 2K CSI 1G ⠋ ...`); `None` for anything else, or for a line that would reach the screen's last column (pyte
-    wraps it there). pyte's own rules, a text run at a time: exact, and linear in the size of `data` however many
-    frames it holds."""
+    For `data` of one- and two-cell characters, `\\r`, backspaces, moves along the line (`CSI n C`, `CSI n D`,
+    `CSI n G`) and line erases (`CSI 0/1/2 K`): what spinners and counters rewritten in place write (`|\\b/\\b`,
+    npm's `CSI 2K CSI 1G ⠋ ...`); `None` for anything else, or for a line that would reach the screen's last column
+    (pyte wraps it there). pyte's own rules, a text run at a time: exact, and linear in the size of `data` however many
+    frames it holds, where pyte erases a whole screen-wide line for each frame."""
     parts = _ROW_CONTROL.split(data)
-    if any("\x1b" in text or NOT_ONE_CELL.search(text) for text in parts[0::2]):
+    if any("\x1b" in text for text in parts[0::2]):
         return None
     last = last_column(data)
     row: list[str] = []
     x = 0
     for index, part in enumerate(parts):
         if index % 2 == 0:
-            if x + len(part) > last:
+            drawn = cells(part)
+            if drawn is None or x + len(drawn) > last:
                 return None
             row.extend(" " * (x - len(row)))
-            row[x : x + len(part)] = part
-            x += len(part)
+            row[x : x + len(drawn)] = drawn
+            x += len(drawn)
         elif part == "\r":
             x = 0
         elif part[0] == "\b":
@@ -86,31 +116,35 @@ def fast_row(data: str) -> str | None:
                 row.clear()
             else:
                 return None  # pyte fails on it
-    return "".join(row).rstrip()
+    return _shown("".join(row))
 
 
 def fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
     """What a pyte screen `rows` high and `columns` wide shows of `data`, drawn without pyte.
 
-    For `data` of one-cell characters, `\\r`, `\\n`, cursor up and down (`CSI n A`, `CSI n B`) and line erases
-    (`CSI 0/1/2 K`), what multi-bar progress displays (tqdm's `position=`) write; `None` for anything else. pyte's own
-    rules, one text run at a time: a run stops at the last column and wraps when the next character comes (`\\n` also
-    returns to the first column, as pyte's LNM mode makes it), a move stops at the screen's edge, an erase writes
-    blanks, a line scrolled off the top is kept."""
+    For `data` of one- and two-cell characters, `\\r`, `\\n`, cursor up and down (`CSI n A`, `CSI n B`) and line
+    erases (`CSI 0/1/2 K`), what multi-bar progress displays (tqdm's `position=`) write; `None` for anything else.
+    pyte's own rules, one text run at a time: a run stops at the last column and wraps when the next character comes
+    (a two-cell character drawn in the last column loses its stub; `\\n` also returns to the first column, as pyte's
+    LNM mode makes it), a move stops at the screen's edge, an erase writes blanks, a line scrolled off the top is
+    kept."""
     parts = _FAST_CONTROL.split(data)
-    if any(NOT_ONE_CELL.search(text) for text in parts[0::2]):
-        return None
     buffer = [""] * rows
     gone: list[str] = []
     x = y = 0
     for index, part in enumerate(parts):
         if index % 2 == 0:
-            while part:
+            drawn = cells(part)
+            if drawn is None:
+                return None
+            while drawn:
                 if x == columns:  # the last column was drawn: the next character wraps
                     x, y = 0, _down(buffer, gone, y)
-                row, take = buffer[y], part[: columns - x]
+                row, take, drawn = buffer[y], drawn[: columns - x], drawn[columns - x :]
+                if drawn[:1] == STUB:  # a two-cell character in the last column: its stub is not drawn
+                    drawn = drawn[1:]
                 buffer[y] = row[:x].ljust(x) + take + row[x + len(take) :]
-                x, part = x + len(take), part[len(take) :]
+                x += len(take)
         elif part == "\r":
             x = 0
         elif part == "\n":
@@ -127,7 +161,7 @@ def fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
                 buffer[y] = " " * (x + 1) + buffer[y][x + 1 :]
             else:
                 buffer[y] = ""
-    shown = [row.rstrip() for row in buffer]
+    shown = [_shown(row) for row in buffer]
     last = max([y, *(i for i, row in enumerate(shown) if row)])
     return [*gone, *shown[: last + 1]]
 
@@ -136,9 +170,18 @@ def _down(buffer: list[str], gone: list[str], y: int) -> int:
     """The row a line feed from row `y` leads to; at the bottom, the screen scrolls and its top row is kept."""
     if y < len(buffer) - 1:
         return y + 1
-    gone.append(buffer.pop(0).rstrip())
+    gone.append(_shown(buffer.pop(0)))
     buffer.append("")
     return y
 
 
-__all__ = ["MAX_COLUMN_JUMP", "NOT_ONE_CELL", "PYTE_MAX_PARAMETER", "fast_row", "fast_screen", "last_column"]
+__all__ = [
+    "MAX_COLUMN_JUMP",
+    "NOT_ONE_CELL",
+    "PYTE_MAX_PARAMETER",
+    "STUB",
+    "cells",
+    "fast_row",
+    "fast_screen",
+    "last_column",
+]

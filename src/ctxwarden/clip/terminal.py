@@ -17,20 +17,21 @@ one a terminal cannot tell apart:
 - a line (up to `\\n`) that moves the cursor only within itself is rendered on its own: the
   frames before the last erase of the line are invisible, as is a plain frame that a later
   plain frame covers; the frames left are overlaid directly when they hold only
-  one-cell characters, drawn by pyte's rules without it when they also hold backspaces,
-  moves along the line and line erases (`fast_row`: a spinner of any length), and drawn
-  on a one-row pyte screen otherwise;
+  one-cell characters, drawn by pyte's rules without it when they also hold two-cell
+  characters, backspaces, moves along the line and line erases (`fast_row`: a spinner of
+  any length), and drawn on a one-row pyte screen otherwise;
 - lines that move the cursor up or down, or place it, are drawn on a screen of the height the
   program assumed, together with the lines around them that such moves can reach (one screen
   height either side); lines that scroll off its top are what the terminal's scrollback keeps.
-  When they hold only one-cell text, `\r`, `\n`, cursor up and down and line erases (what
+  When they hold only one- and two-cell text, `\r`, `\n`, cursor up and down and line erases (what
   multi-bar progress displays write), `fast_screen` draws them by pyte's rules a text run at a
   time, exactly and whatever their size; otherwise pyte does.
 
 `SCREEN_BUDGET_CHARS` bounds what pyte draws of one output, one-row lines included; lines beyond
 it are rendered line by line with their escape codes stripped, and the result counts them
 (`approximate_lines`). A sequence pyte fails on leaves its line to the same treatment: the
-output always arrives. Width is unbounded: a line is never wrapped, as a log shows it.
+output always arrives. Width is unbounded: a line is never wrapped, as a log shows it (every
+character counted at two cells, the most one takes).
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ class _Run:
     def screen(self, lines: list[str], rows: int, vertical: int) -> list[str]:
         """`lines` drawn on a screen `rows` high: what scrolled off its top, then what it shows at the end; exactly
         by `fast_screen` when they hold only what it draws, else by pyte within the budget, else line by line."""
-        width = max(80, *(len(line) for line in lines))
+        width = max(80, *(2 * len(line) for line in lines))  # every character at two cells: a line never wraps
         data = "\n".join(line if _VERTICAL.search(line) else self.line(line) for line in lines)
         shown = fast_screen(data, rows, width + 1)
         if shown is None and len(data) <= self.budget:
