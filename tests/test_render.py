@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, cast
+from unicodedata import normalize
 
 import pytest
 from deepagents.backends import FilesystemBackend
@@ -195,7 +196,23 @@ def test_a_multibar_display_past_the_emulator_budget_is_drawn_exactly_as_pyte_dr
     assert fast.text == render(raw).text  # the same region, every character through pyte
 
 
-_ATOMS = ["a", "bc", "▋", "xyz ", "  ", "下", "🚀a", "\r", "\n", "\x1b[A", "\x1b[2A", "\x1b[0A", "\x1b[B", "\x1b[3B"]
+_ATOMS = [
+    "a",
+    "bc",
+    "▋",
+    "xyz ",
+    "  ",
+    "下",
+    "🚀a",
+    "\t",
+    "\r",
+    "\n",
+    "\x1b[A",
+    "\x1b[2A",
+    "\x1b[0A",
+    "\x1b[B",
+    "\x1b[3B",
+]
 _ATOMS += ["\x1b[K", "\x1b[0K", "\x1b[1K", "\x1b[2K"]
 
 
@@ -303,6 +320,17 @@ def test_a_spinner_of_two_cell_characters_is_drawn_in_time_linear_in_its_frames(
     assert not fed  # pyte drew none of it
 
 
+def test_a_spinner_with_tabs_is_drawn_without_pyte(monkeypatch: pytest.MonkeyPatch) -> None:
+    line = "".join(f"\x1b[2K\x1b[1G\t⠋ step {i}" for i in range(10_000))  # pyte sorted every tab stop at each tab
+    fed: list[int] = []
+    feed = terminal._feed
+    monkeypatch.setattr(terminal, "_feed", lambda screen, data: fed.append(len(data)) or feed(screen, data))
+    assert render(line + "\n").text == "        ⠋ step 9999\n"
+    assert not fed
+    tabs = "a\tb\t\tc\rX\n"
+    assert render(tabs).text == full_screen_lines(tabs)[0] + "\n" == "X\tb\t\tc".expandtabs(8) + "\n"
+
+
 def test_a_spinner_of_any_length_shows_its_last_frame() -> None:
     spinner = "".join("|/-\\"[i % 4] + "\b" for i in range(1_000_000)) + "done"  # one line, 2 MB of frames
     assert len(spinner) > terminal.SCREEN_BUDGET_CHARS
@@ -319,3 +347,25 @@ def test_past_the_emulator_budget_a_line_still_takes_its_backspaces() -> None:
     rendered = render(line)
     assert rendered.approximate_lines == 1
     assert rendered.text == "done"
+
+
+_LINE_ATOMS = ["ab", "下", "⚠\ufe0f", "e\u0301", "\t", "\r", "\b", "\x1b[1G", "\x1b[G", "\x1b[3G", "\x1b[2K", "\x1b[K"]
+_LINE_ATOMS += ["\x1b[1K", "\x1b[2C", "\x1b[D", "\x1b[P", "\x1b[2@", "\x1b[X"]
+
+
+@settings(max_examples=1_000, deadline=None)
+@given(st.lists(st.sampled_from(_LINE_ATOMS), max_size=30))
+def test_a_line_renders_as_the_whole_of_it_drawn_on_one_screen(atoms: list[str]) -> None:
+    data = "".join(atoms)  # the shortcuts (frames after an erase, fast drawing) against pyte drawing every byte
+    if not needs_rendering(data):  # plain text (tabs and all) is left as it is
+        assert render(data).text == data
+        return
+    shown, drawn = render(data).text.rstrip(), next(iter(full_screen_lines(data)), "").rstrip()
+    if "\t" in shown:  # a line with no code left once colours go is text: its tabs stay tabs
+        return
+    assert normalize("NFC", shown) == drawn  # pyte composes an accent with its letter; text left as it is may not
+
+
+def test_an_emoji_with_a_variation_selector_keeps_the_text_after_it() -> None:
+    line = "\x1b[2K\x1b[1G⚠\ufe0f 3 vulnerabilities found (1 moderate)\x1b[X"  # an erase of a character: pyte draws it
+    assert render(line + "\n").text == "⚠\ufe0f 3 vulnerabilities found (1 moderate)\n"  # pyte alone: "⚠"

@@ -3,13 +3,16 @@
 Why: a render stage at arrival pays only if it cuts what a model reads by a large factor on the
 outputs agents meet (progress bars, coloured logs, cursor movement) while keeping every line a
 user's terminal shows at the end; and it sits on the path of every tool result, so it must cost
-nothing on plain text and stay linear on huge outputs of any shape. Two tables:
+nothing on plain text and stay linear on huge outputs of any shape. Three tables:
 
 - **render**: per recorded output (`tests/data/terminal`, real programs in a pseudo-terminal),
   tokens before and after rendering, the share of the final lines kept verbatim (against the
   whole recording drawn on one pyte screen), and rendering time per MB on the output repeated to
   10 MiB (`render_mib`), with how many of its lines that move the cursor between rows were
   rendered line by line instead of on a screen (`approximate_lines`: 0 is exact).
+- **spinners**: one-line spinners of 10,000 frames (about 200,000 characters, within the emulator's
+  budget: backspaces, npm's `CSI 2K CSI 1G`, CJK, tabs, combining accents, an emoji's variation
+  selector, deleted characters), each rendered in seconds, with the line a terminal shows.
 - **arrival**: one output through the core middleware's tool hook with a real filesystem
   backend (render, raw file, eviction, preview, counting), each in a fresh process: seconds,
   MB per second, and peak resident memory above the start (the peak of making the output left
@@ -154,12 +157,47 @@ ARRIVALS = (
 )
 
 
+SPINNER_FRAMES = 10_000
+"""Frames of each one-line spinner: about 200,000 characters, within the emulator's budget."""
+
+SPINNERS = {
+    "backspace": lambda i: "|/-\\"[i % 4] + "\b",
+    "npm": lambda i: f"\x1b[2K\x1b[1G⠋ Installing dependencies ({i})",
+    "cjk": lambda i: f"\x1b[2K\x1b[1G⠋ 下载 {i}",
+    "tab": lambda i: f"\x1b[2K\x1b[1G\t⠋ step {i}",
+    "combining": lambda i: f"\x1b[2K\x1b[1Gcafe\u0301 {i}",
+    "emoji": lambda i: f"\x1b[2K\x1b[1G⚠\ufe0f {i} vulnerabilities",
+    "delete": lambda i: f"\x1b[1G\x1b[P⠋ {i}",
+}
+"""One line each, as spinners write it: every frame after the cursor goes back, erasing or overwriting the last."""
+
+
+def spinner_rows(frames: int = SPINNER_FRAMES) -> list[dict[str, Any]]:
+    """Seconds to render each of `SPINNERS` drawn `frames` times on one line, and the line a terminal shows."""
+    rows = []
+    for name, frame in SPINNERS.items():
+        line = "".join(frame(i) for i in range(frames))
+        started = time.perf_counter()
+        shown = render(line + "\n")
+        rows.append(
+            {
+                "spinner": name,
+                "chars": len(line),
+                "seconds": round(time.perf_counter() - started, 3),
+                "shown": shown.text.strip(),
+                "approximate_lines": shown.approximate_lines,
+            }
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ctxwarden.bench.render", description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=DATA, help="folder of recorded .raw outputs")
     parser.add_argument("--skip-arrival", action="store_true", help="only the render table")
     args = parser.parse_args(argv)
     print(json.dumps({"render": render_rows(args.data)}, indent=1))
+    print(json.dumps({"spinners": spinner_rows()}, indent=1, ensure_ascii=False))
     if not args.skip_arrival:
         rows = [_subprocess_arrival(shape, size) for shape, size in ARRIVALS]
         print(json.dumps({"arrival": rows}, indent=1))
@@ -179,4 +217,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["ARRIVALS", "arrival", "main", "render_rows"]
+__all__ = ["ARRIVALS", "SPINNERS", "arrival", "main", "render_rows", "spinner_rows"]

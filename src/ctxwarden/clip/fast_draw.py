@@ -16,6 +16,9 @@ from pyte.screens import wcwidth  # pyte's own widths (cached), so a cell here i
 PYTE_MAX_PARAMETER = 9_999
 """pyte reads a larger parameter of a sequence as this."""
 
+TAB_WIDTH = 8
+"""pyte's tab stops: every 8 columns."""
+
 MAX_COLUMN_JUMP = 10_000
 """Cap on how far right one cursor move may reach on the one-row screen."""
 
@@ -34,17 +37,22 @@ none of them covers exactly as many cells as it has characters."""
 COLUMN_JUMPS = re.compile(r"\x1b\[(\d+)[CG`]")
 """Moves right, to a column or by columns, whose sizes widen the one-row screen."""
 
-_ROW_CONTROL = re.compile(r"(\r|\x08+|\x1b\[[0-9]*[CDGK])")
+_ROW_CONTROL = re.compile(r"(\r|\t|\x08+|\x1b\[[0-9]*[CDGK])")
 """What `fast_row` draws besides text (ASCII digits only, as `_FAST_CONTROL`)."""
 
-_FAST_CONTROL = re.compile(r"(\r|\n|\x1b\[[0-9]*[AB]|\x1b\[[012]?K)")
+_FAST_CONTROL = re.compile(r"(\r|\n|\t|\x1b\[[0-9]*[AB]|\x1b\[[012]?K)")
 """What `fast_screen` draws besides text (ASCII digits only: pyte reads any other as a failure)."""
 
 
+def width_bound(text: str) -> int:
+    """Cells `text` can reach from the first column, drawn on one row: two a character, a tab's eight."""
+    return 2 * len(text) + (TAB_WIDTH - 2) * text.count("\t")
+
+
 def last_column(data: str) -> int:
-    """The last column of the one-row screen `data` is drawn on: wide enough for every character at two cells and the
-    farthest move right it asks for (up to `MAX_COLUMN_JUMP`), so a line is never wrapped."""
-    return 2 * len(data) + min(MAX_COLUMN_JUMP, max((int(n) for n in COLUMN_JUMPS.findall(data)), default=0))
+    """The last column of the one-row screen `data` is drawn on: wide enough for `width_bound(data)` and the farthest
+    move right it asks for (up to `MAX_COLUMN_JUMP`), so a line is never wrapped."""
+    return width_bound(data) + min(MAX_COLUMN_JUMP, max((int(n) for n in COLUMN_JUMPS.findall(data)), default=0))
 
 
 STUB = "\x00"
@@ -77,7 +85,7 @@ def _shown(row: str) -> str:
 def fast_row(data: str) -> str | None:
     """What a one-row pyte screen `last_column(data) + 1` wide shows of `data`, drawn without pyte.
 
-    For `data` of one- and two-cell characters, `\\r`, backspaces, moves along the line (`CSI n C`, `CSI n D`,
+    For `data` of one- and two-cell characters, `\\r`, tabs, backspaces, moves along the line (`CSI n C`, `CSI n D`,
     `CSI n G`) and line erases (`CSI 0/1/2 K`): what spinners and counters rewritten in place write (`|\\b/\\b`,
     npm's `CSI 2K CSI 1G ⠋ ...`); `None` for anything else, or for a line that would reach the screen's last column
     (pyte wraps it there). pyte's own rules, a text run at a time: exact, and linear in the size of `data` however many
@@ -98,6 +106,8 @@ def fast_row(data: str) -> str | None:
             x += len(drawn)
         elif part == "\r":
             x = 0
+        elif part == "\t":
+            x = _tab(x, last + 1)
         elif part[0] == "\b":
             x = max(0, x - len(part))
         else:
@@ -122,7 +132,7 @@ def fast_row(data: str) -> str | None:
 def fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
     """What a pyte screen `rows` high and `columns` wide shows of `data`, drawn without pyte.
 
-    For `data` of one- and two-cell characters, `\\r`, `\\n`, cursor up and down (`CSI n A`, `CSI n B`) and line
+    For `data` of one- and two-cell characters, `\\r`, `\\n`, tabs, cursor up and down (`CSI n A`, `CSI n B`) and line
     erases (`CSI 0/1/2 K`), what multi-bar progress displays (tqdm's `position=`) write; `None` for anything else.
     pyte's own rules, one text run at a time: a run stops at the last column and wraps when the next character comes
     (a two-cell character drawn in the last column loses its stub; `\\n` also returns to the first column, as pyte's
@@ -149,6 +159,8 @@ def fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
             x = 0
         elif part == "\n":
             x, y = 0, _down(buffer, gone, y)
+        elif part == "\t":
+            x = _tab(x, columns)
         else:
             count, op = int(part[2:-1] or 0), part[-1]
             if op == "A":
@@ -164,6 +176,14 @@ def fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
     shown = [_shown(row) for row in buffer]
     last = max([y, *(i for i, row in enumerate(shown) if row)])
     return [*gone, *shown[: last + 1]]
+
+
+def _tab(x: int, columns: int) -> int:
+    """Where a tab from column `x` leads on a screen `columns` wide: pyte's tab stops are every 8 columns, and past the
+    last one it stops at the last column (pyte sorts every stop of the screen for each tab: an output-wide line of
+    tabs costs it minutes)."""
+    stop = (x // TAB_WIDTH + 1) * TAB_WIDTH
+    return stop if stop < columns else columns - 1
 
 
 def _down(buffer: list[str], gone: list[str], y: int) -> int:

@@ -31,20 +31,22 @@ one a terminal cannot tell apart:
 it are rendered line by line with their escape codes stripped, and the result counts them
 (`approximate_lines`). A sequence pyte fails on leaves its line to the same treatment: the
 output always arrives. Width is unbounded: a line is never wrapped, as a log shows it (every
-character counted at two cells, the most one takes).
+character counted at two cells, the most one takes, and a tab at eight).
 """
 
 from __future__ import annotations
 
 import inspect
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 import pyte
 from pyte import modes
+from pyte.screens import wcwidth
 
-from ctxwarden.clip.fast_draw import NOT_ONE_CELL, fast_row, fast_screen, last_column
+from ctxwarden.clip.fast_draw import NOT_ONE_CELL, TAB_WIDTH, fast_row, fast_screen, last_column, width_bound
 
 SCREEN_ROWS = 24
 """Height of the screen lines that move the cursor vertically are drawn on, unless they say they assumed more."""
@@ -69,8 +71,12 @@ _VERTICAL = re.compile(r"\x1b(?:\[[0-9;]*[ABEFHJLMSTdfrsu]|\[\?(?:47|1047|1049)[
 _ERASE_LINE_START = re.compile(r"\x1b\[[02]?K")
 """An erase of the line right after a carriage return: every frame before it is invisible."""
 
-_TRAILING_ERASES = ("\x1b[K", "\x1b[0K")
-"""An erase to the end of the line where the line ends: nothing right of the cursor was drawn yet."""
+_COLUMN_ONE = re.compile(r"\x1b\[[01]?G")
+"""A move to the first column, which is what `\\r` does: a spinner's frames (`CSI 2K CSI 1G ⠋ ...`) are then told
+apart as `\\r` frames are, and only the last one is drawn."""
+
+_WHOLE_LINE_ERASE = "\x1b[2K"
+"""An erase of the whole line: followed by `\\r`, it leaves the line as blank as a new one."""
 
 _ANY_ESCAPE = re.compile(
     r"\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x20-\x2f]*[\x30-\x7e]?)"
@@ -160,10 +166,12 @@ class _Run:
         """One line (no `\\n`) that moves the cursor only within itself, as a terminal shows it."""
         if "\r" not in line and "\x1b" not in line and "\b" not in line:
             return line
-        line = line.rstrip("\r")
-        while line.endswith(_TRAILING_ERASES):
-            line = line[: line.rindex("\x1b")].rstrip("\r")
+        line = _COLUMN_ONE.sub("\r", line).rstrip("\r")  # a last `\r` moves the cursor and draws nothing
         frames = line.split("\r")
+        for index in range(len(frames) - 2, -1, -1):
+            if frames[index].endswith(_WHOLE_LINE_ERASE):  # erased, then `\r`: what came before shows nowhere
+                frames = frames[index + 1 :]
+                break
         kept: list[str] = []
         covered = 0
         for index in range(len(frames) - 1, -1, -1):
@@ -195,7 +203,7 @@ class _Run:
     def screen(self, lines: list[str], rows: int, vertical: int) -> list[str]:
         """`lines` drawn on a screen `rows` high: what scrolled off its top, then what it shows at the end; exactly
         by `fast_screen` when they hold only what it draws, else by pyte within the budget, else line by line."""
-        width = max(80, *(2 * len(line) for line in lines))  # every character at two cells: a line never wraps
+        width = max(80, *map(width_bound, lines))  # a line never wraps
         data = "\n".join(line if _VERTICAL.search(line) else self.line(line) for line in lines)
         shown = fast_screen(data, rows, width + 1)
         if shown is None and len(data) <= self.budget:
@@ -269,7 +277,13 @@ def _row_text(row: Any) -> str:
 
 class _Screen(pyte.Screen):
     """A pyte screen that keeps the lines scrolled off its top (a terminal's scrollback), and ignores the private
-    (`CSI ?`) forms of sequences pyte has no private form of (it would raise on them)."""
+    (`CSI ?`) forms of sequences pyte has no private form of (it would raise on them).
+
+    Its screens are as wide as the output is long, so what pyte does across the whole width for each sequence (erase
+    a line, insert or delete characters, find the next tab stop) is done here on the cells drawn only: an undrawn
+    cell reads as the blank an erased one does, so the text is the same and a frame costs what it drew. And a
+    zero-width character that combines nothing (an emoji's variation selector, a joiner) stays with the cell before
+    it, as a terminal shows it; pyte dropped the rest of the text after one (`⚠️ 3 vulnerabilities` came out `⚠`)."""
 
     def __init__(self, columns: int, lines: int) -> None:
         self.gone: list[str] = []
@@ -281,9 +295,67 @@ class _Screen(pyte.Screen):
             self.gone.append(_row_text(self.buffer[0]) if 0 in self.buffer else "")
         super().index()
 
+    def reset(self) -> None:
+        super().reset()
+        self.standard_tabs = True
+
+    def draw(self, data: str) -> None:
+        if not NOT_ONE_CELL.search(data):
+            super().draw(data)
+            return
+        start = 0
+        for index, char in enumerate(data):
+            if wcwidth(char) == 0 and not unicodedata.combining(char):
+                super().draw(data[start:index])
+                if self.cursor.x:
+                    line = self.buffer[self.cursor.y]
+                    line[self.cursor.x - 1] = line[self.cursor.x - 1]._replace(data=line[self.cursor.x - 1].data + char)
+                start = index + 1
+        super().draw(data[start:])
+
+    def erase_in_line(self, how: int = 0, private: bool = False) -> None:
+        if how not in (0, 1, 2):
+            raise ValueError(f"erase in line {how}: pyte has no such erase")  # as pyte fails: the line is stripped
+        self.dirty.add(self.cursor.y)
+        line, x, end = self.buffer[self.cursor.y], self.cursor.x, self.columns
+        erased = (lambda c: x <= c < end) if how == 0 else (lambda c: c <= x) if how == 1 else (lambda c: c < end)
+        for column in [c for c in line if erased(c)]:
+            del line[column]
+
+    def insert_characters(self, count: int | None = None) -> None:
+        self.dirty.add(self.cursor.y)
+        count, line, x, end = count or 1, self.buffer[self.cursor.y], self.cursor.x, self.columns
+        moved = {c + count: line[c] for c in line if x <= c and c + count <= end}  # pyte keeps one cell at `end`
+        for column in [c for c in line if x <= c <= end]:
+            del line[column]
+        line.update(moved)
+
+    def delete_characters(self, count: int | None = None) -> None:
+        self.dirty.add(self.cursor.y)
+        count, line, x, end = count or 1, self.buffer[self.cursor.y], self.cursor.x, self.columns
+        moved = {c - count: line[c] for c in line if x + count <= c <= end}
+        for column in [c for c in line if x <= c < end or (c == end and x + count <= end)]:
+            del line[column]
+        line.update(moved)
+
+    def tab(self) -> None:
+        if not self.standard_tabs:
+            super().tab()
+            return
+        stop = (self.cursor.x // TAB_WIDTH + 1) * TAB_WIDTH
+        self.cursor.x = stop if stop < self.columns else self.columns - 1
+
+    def set_tab_stop(self) -> None:
+        self.standard_tabs = False
+        super().set_tab_stop()
+
+    def clear_tab_stop(self, how: int = 0) -> None:
+        self.standard_tabs = False
+        super().clear_tab_stop(how)
+
 
 def _public_only(name: str) -> Any:
-    method = getattr(pyte.Screen, name)
+    method = getattr(_Screen, name)
 
     def call(self: pyte.Screen, *params: int, private: bool = False) -> None:
         if not private:
