@@ -107,7 +107,7 @@ def fast_row(data: str) -> str | None:
         elif part == "\r":
             x = 0
         elif part == "\t":
-            x = _tab(x, last + 1)
+            x = next_tab_stop(x, last + 1)
         elif part[0] == "\b":
             x = max(0, x - len(part))
         else:
@@ -160,7 +160,7 @@ def fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
         elif part == "\n":
             x, y = 0, _down(buffer, gone, y)
         elif part == "\t":
-            x = _tab(x, columns)
+            x = next_tab_stop(x, columns)
         else:
             count, op = int(part[2:-1] or 0), part[-1]
             if op == "A":
@@ -178,7 +178,7 @@ def fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
     return [*gone, *shown[: last + 1]]
 
 
-def _tab(x: int, columns: int) -> int:
+def next_tab_stop(x: int, columns: int) -> int:
     """Where a tab from column `x` leads on a screen `columns` wide: pyte's tab stops are every 8 columns, and past the
     last one it stops at the last column (pyte sorts every stop of the screen for each tab: an output-wide line of
     tabs costs it minutes)."""
@@ -200,8 +200,11 @@ __all__ = [
     "NOT_ONE_CELL",
     "PYTE_MAX_PARAMETER",
     "STUB",
+    "TAB_WIDTH",
     "cells",
     "fast_row",
     "fast_screen",
     "last_column",
+    "next_tab_stop",
+    "width_bound",
 ]

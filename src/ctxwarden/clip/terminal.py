@@ -46,7 +46,7 @@ import pyte
 from pyte import modes
 from pyte.screens import wcwidth
 
-from ctxwarden.clip.fast_draw import NOT_ONE_CELL, TAB_WIDTH, fast_row, fast_screen, last_column, width_bound
+from ctxwarden.clip.fast_draw import NOT_ONE_CELL, fast_row, fast_screen, last_column, next_tab_stop, width_bound
 
 SCREEN_ROWS = 24
 """Height of the screen lines that move the cursor vertically are drawn on, unless they say they assumed more."""
@@ -342,8 +342,7 @@ class _Screen(pyte.Screen):
         if not self.standard_tabs:
             super().tab()
             return
-        stop = (self.cursor.x // TAB_WIDTH + 1) * TAB_WIDTH
-        self.cursor.x = stop if stop < self.columns else self.columns - 1
+        self.cursor.x = next_tab_stop(self.cursor.x, self.columns)
 
     def set_tab_stop(self) -> None:
         self.standard_tabs = False
