@@ -9,7 +9,8 @@ finishes the conversation and takes one more turn. Afterwards:
 
 - the checkpointed thread holds every message of the script exactly once, in order,
   and every tool result comes back byte for byte (an evicted one from its file);
-- the evicted file exists once, with the exact original bytes;
+- the evicted file exists once, with the exact original bytes (a half-written file stays beside
+  it: it may be another branch's whole output, see `ctxwarden.clip.names.variant_path`);
 - the history file holds each fold's section exactly once, whole, and nothing else;
 - the trace verifies; with a checkpoint at every step it records each tool call once,
   one successful eviction per evicted call and one successful compaction per fold.
@@ -32,7 +33,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from crash_worker import EVICTION_SCRIPT, HISTORY, LOG, QUESTION, SCENARIOS, THREAD, Scenario, build, fetch
 from ctxwarden import Session, TraceStore
-from ctxwarden.clip.names import call_key, result_path
+from ctxwarden.clip.names import call_key, result_path, variant_path
 from ctxwarden.clip.recall import original_result
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.fold import Folds
@@ -192,14 +193,19 @@ def _check_nothing_doubled_or_lost(state_dir: Path, session: Session, scenario: 
     evicting = scenario.script is EVICTION_SCRIPT
     evicted = [m for m in messages if isinstance(m, ToolMessage) and m.response_metadata.get(METADATA_KEY)]
     assert [m.tool_call_id for m in evicted] == (["big1"] if evicting else [])
+    # half a file may be another branch's whole output (a log that grew since): it stays, and the output goes beside
+    # it; an empty one is a write cut short (no evicted output is empty), and the run writes the file again
+    beside = evicting and scenario.share == 0.5
+    expected = variant_path(EVICTED, LOG.encode("utf-8")) if beside else EVICTED
     for message in evicted:
         path = message.response_metadata[METADATA_KEY]["path"]
-        assert path == EVICTED  # the same file the killed run began: its name comes from the call, not chance
+        assert path == expected  # its name comes from the call (and the output's beside it), not chance
         assert path in str(message.content)  # the placeholder names the file
         assert (state_dir / path.lstrip("/")).read_bytes() == LOG.encode("utf-8")
-    assert _files_under(state_dir / "large_tool_results") == [
-        EVICTED.removeprefix("/large_tool_results/") for _ in evicted
-    ]
+    files = [expected, *([EVICTED] if beside else [])] if evicted else []
+    assert _files_under(state_dir / "large_tool_results") == sorted(
+        p.removeprefix("/large_tool_results/") for p in files
+    )
 
     folds = Folds.from_state(values)
     assert [r.number for r in folds.records] == list(range(1, len(folds.records) + 1))
@@ -208,8 +214,14 @@ def _check_nothing_doubled_or_lost(state_dir: Path, session: Session, scenario: 
         assert _files_under(state_dir / "conversation_history") == []
     else:
         assert len(folds.records) >= 2
-        assert (state_dir / HISTORY.lstrip("/")).read_text(encoding="utf-8") == _expected_history(messages, folds)
-        assert _files_under(state_dir / "conversation_history") == [f"{THREAD}.md"]  # no staged copy left behind
+        path = folds.records[-1].path
+        assert path is not None
+        assert {r.path for r in folds.records} <= {HISTORY, path}  # a branch file goes on from the thread's file
+        assert (state_dir / path.lstrip("/")).read_text(encoding="utf-8") == _expected_history(messages, folds)
+        kept = {HISTORY, path}  # the thread's file, and the branch file a lost run's whole folds sent it to
+        assert _files_under(state_dir / "conversation_history") == sorted(  # no staged copy left behind
+            p.removeprefix("/conversation_history/") for p in kept
+        )
 
     trace = TraceStore(state_dir / "trace.sqlite")
     try:
@@ -273,9 +285,11 @@ def test_with_background_checkpoints_the_lost_steps_are_redone_without_doubling(
     assert set(traced.tool_calls) == set(_expected_calls(scenario.script))
 
 
-def test_a_run_whose_checkpoints_were_all_lost_leaves_no_stale_history(state_dir: Path) -> None:
+def test_a_run_whose_checkpoints_were_all_lost_keeps_its_history_apart(state_dir: Path) -> None:
     """With durability="exit" a kill loses every checkpoint of the run, so the thread starts over. The history the
-    lost run wrote holds messages the thread no longer has: the new run's folds replace it, not skip it as theirs."""
+    lost run wrote holds messages the thread no longer has: the new run's folds neither skip it as theirs nor write
+    over it (nothing tells it from another branch's, which a checkpoint still names); they go to a file of their own,
+    and the lost run's folds are made whole again from the staged copy its kill left."""
     scenario = SCENARIOS["second-history-write-truncated"]
     _kill_midway(state_dir, "second-history-write-truncated", durability="exit")
     assert _files_under(state_dir / "conversation_history")  # what the lost run left
@@ -284,5 +298,9 @@ def test_a_run_whose_checkpoints_were_all_lost_leaves_no_stale_history(state_dir
         session.invoke(QUESTION)
         assert session.invoke(FOLLOW_UP)["messages"][-1].content == LAST_REPLY
         folds, traced = _check_nothing_doubled_or_lost(state_dir, session, scenario)
+    assert folds.records[0].path != HISTORY
+    lost = (state_dir / HISTORY.lstrip("/")).read_text(encoding="utf-8")
+    assert lost.count("\n## fold 1\n") == lost.count("\n## fold 2\n") == 1  # the lost run's two folds, whole
+    assert lost != (state_dir / str(folds.records[0].path).lstrip("/")).read_text(encoding="utf-8")
     assert set(traced.folds) == {r.number for r in folds.records}
     assert set(traced.tool_calls) == set(_expected_calls(scenario.script))

@@ -436,8 +436,8 @@ def test_history_files_are_per_thread_and_namespace_and_a_retry_writes_nothing_t
     assert history_path("t1", "tools:abc") != history_path("t1", "")
     backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
     section = "\n\n## fold 1\n\nthe folded turns\n"
-    assert append_section(backend, "/conversation_history/t1.md", 1, section) is None
-    assert append_section(backend, "/conversation_history/t1.md", 1, section) is None  # the retry
+    assert append_section(backend, "/conversation_history/t1.md", 1, section) == ("/conversation_history/t1.md", None)
+    assert append_section(backend, "/conversation_history/t1.md", 1, section) == ("/conversation_history/t1.md", None)
     text = (tmp_path / "conversation_history" / "t1.md").read_text(encoding="utf-8")
     assert text.count("## fold 1") == 1
 

@@ -30,9 +30,9 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from ctxwarden.clip.names import content_hash, issuing_key, recall_id, result_path
+from ctxwarden.clip.names import content_hash, issuing_key, recall_id, result_path, variant_path
 from ctxwarden.clip.preview import preview
-from ctxwarden.clip.render import SURROGATES, Arrival
+from ctxwarden.clip.render import RAW_SUFFIX, SURROGATES, Arrival
 from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.meter import TokenMeter
@@ -78,8 +78,11 @@ class Evictor:
             window = int(found[1]["window"]) if found else None
         return self.policy.evict_threshold(window) if window else self.policy.evict_max_tokens
 
-    def plan(self, request: ToolCallRequest, message: ToolMessage) -> tuple[str, bytes, ToolMessage, dict] | None:
-        """What to write and what the message becomes, or `None` when the result stays as it is."""
+    def plan(
+        self, request: ToolCallRequest, message: ToolMessage, taken: bool = False
+    ) -> tuple[str, bytes, ToolMessage, dict] | None:
+        """What to write and what the message becomes, or `None` when the result stays as it is (`taken`: the call's
+        file holds other bytes, so this output goes to its `variant_path`)."""
         if self.backend is None or message.name == RECALL_TOOL or request.tool_call.get("name") == RECALL_TOOL:
             return None
         threshold = self.threshold(request)
@@ -93,13 +96,12 @@ class Evictor:
         thread, namespace, _run = step_context()
         call_id = message.tool_call_id or str(request.tool_call.get("id") or "no-id")
         arrived = message.response_metadata.get(METADATA_KEY) or {}
-        # a rendered output keeps the key its arrival took from the original, so both files name the same call
-        key = (
-            arrived["key"]
-            if "raw_path" in arrived
-            else issuing_key(_messages(request), request.tool_call, call_id, text)
-        )
-        path = result_path(thread, namespace, call_id, key)
+        # a rendered output keeps the key (and the file) its arrival took from the original: both name the same call
+        raw_path = arrived.get("raw_path")
+        key = arrived["key"] if raw_path else issuing_key(_messages(request), request.tool_call, call_id, text)
+        path = str(raw_path).removesuffix(RAW_SUFFIX) if raw_path else result_path(thread, namespace, call_id, key)
+        data = encode(text)
+        path = variant_path(path, data) if taken else path
         reference = recall_id(call_id, key)
         tool = message.name or request.tool_call.get("name") or "tool"
         readable = text if exact else _SURROGATES.sub("\ufffd", text)
@@ -120,7 +122,6 @@ class Evictor:
                 f'or get the exact text with {RECALL_TOOL}(call_id="{reference}").]'
             )
         body = f"{shown_text}\n{marker}"
-        data = encode(text)
         blocks = _non_text_blocks(message)
         record = {
             **(message.response_metadata.get(METADATA_KEY) or {}),
@@ -171,6 +172,8 @@ class Evictor:
         for message in _results(result):  # one at a time: only one output's bytes are held at once
             current = message
             staged = self._arriving(request, message)
+            if staged is not None and not (yield from self._free(staged[0], staged[1], cut_short=False)):
+                staged = self._arriving(request, message, taken=staged[1])
             if staged is not None:
                 raw_path, raw, shown, render_event = staged
                 del staged
@@ -182,6 +185,8 @@ class Evictor:
                 if error is None:  # else the message enters as it came: nothing of it is lost
                     arrived[id(message)] = current = shown
             planned = self.plan(request, current)
+            if planned is not None and not (yield from self._free(planned[0], planned[1], cut_short=True)):
+                planned = self.plan(request, current, taken=True)
             if planned is None:
                 continue
             path, data, replaced, event = planned
@@ -199,8 +204,11 @@ class Evictor:
 
         return _map_results(result, one), events
 
-    def _arriving(self, request: ToolCallRequest, message: ToolMessage) -> tuple[str, bytes, ToolMessage, dict] | None:
-        """What the arrival stage (`clip.render`) makes of `message`; nothing without a backend to keep the raw."""
+    def _arriving(
+        self, request: ToolCallRequest, message: ToolMessage, taken: bytes | None = None
+    ) -> tuple[str, bytes, ToolMessage, dict] | None:
+        """What the arrival stage (`clip.render`) makes of `message`; nothing without a backend to keep the raw.
+        `taken`: the raw bytes, when the call's raw file holds others (the output then goes to its `variant_path`)."""
         if self.backend is None or message.name == RECALL_TOOL or request.tool_call.get("name") == RECALL_TOOL:
             return None
         thread, namespace, _run = step_context()
@@ -208,10 +216,25 @@ class Evictor:
         key = issuing_key(_messages(request), request.tool_call, call_id, text_of(message))
         tool = message.name or request.tool_call.get("name") or "tool"
         path = result_path(thread, namespace, call_id, key)
+        path = variant_path(path, taken) if taken is not None else path
         staged = self.arrival.plan(message, tool, path, recall_id(call_id, key), key)
         if staged is not None:
             staged[3]["call_id"] = call_id
         return staged
+
+    def _free(self, path: str, data: bytes, *, cut_short: bool) -> Steps[bool]:
+        """Whether `path` may take `data`: it holds nothing, or these very bytes (the step run again after a crash).
+
+        Other bytes there are another run's output of the same call (see `clip.names.variant_path`), whose branch of
+        the thread still names the file; even a prefix of `data` may be a whole output (a log that grew since). Only
+        an empty file, where every whole one has bytes (`cut_short`: an evicted output is never empty), is a write a
+        kill cut short. A backend that cannot say is written to as before."""
+        try:
+            (found,) = yield method(self.backend, "download_files", [path])
+        except Exception:  # a backend that cannot read back: nothing to compare with
+            return True
+        content = getattr(found, "content", None)
+        return content is None or content == data or (cut_short and content == b"")
 
     def _write(self, path: str, data: bytes) -> Steps[str | None]:
         """Write `data` to `path` on the backend: `None`, or what failed (a partial file is removed, best effort)."""

@@ -9,7 +9,9 @@ A call id is not unique within a thread: many model servers number calls per mes
 call itself — the id of the AI message that made it and its position there — and the
 same key tells `recall` which of several results sharing an id is meant
 (`recall(call_id="call_0#<key>")`). The key is derived, not random: a step re-run after
-a crash writes the same file again instead of a second one.
+a crash writes the same file again instead of a second one. The same call run again with
+another output (a thread resumed from an earlier checkpoint) goes beside the first
+output's file (`variant_path`), never over it.
 
 Some servers reuse an id within one message too (two parallel calls, both `call_0`). The
 call being answered is then told from its twins by its arguments; twins with the same
@@ -84,6 +86,16 @@ def changed_file(record: Mapping[str, Any], data: bytes, *, raw: bool = False) -
     return isinstance(kept, str) and kept != content_hash(data)
 
 
+def variant_path(path: str, data: bytes) -> str:
+    """Where `data` goes when the file at `path` already holds other bytes: `<path>-<12 hex of data's SHA-256>`.
+
+    A call's file is keyed by the call, and a call can be run twice with two outputs that both stay in the thread:
+    a run resumed from an earlier checkpoint (LangGraph's time travel, a fork in Studio) runs the same call again,
+    and the first run's file is the only copy of its output, which its own branch still names. No other call's file
+    has this name: those end in an 8-hex call key."""
+    return f"{path}-{content_hash(data)[:12]}"
+
+
 TAIL_MARK = "…"
 """Opens a call id shown by its last characters: `recall(call_id="…Sr5FeHu")`."""
 
@@ -125,4 +137,5 @@ __all__ = [
     "result_path",
     "shown_id",
     "split_recall_id",
+    "variant_path",
 ]

@@ -37,7 +37,8 @@ from langgraph.prebuilt import InjectedState
 from ctxwarden.clip.evict import RECALL_TOOL
 from ctxwarden.clip.names import TAIL_MARK, call_key, changed_file, recall_id, split_recall_id
 from ctxwarden.clip.render import from_exact
-from ctxwarden.clip.search import Source, file_sources, find, matcher, message_sources, own_files, reader, render
+from ctxwarden.clip.search import Source, file_sources, find, matcher, message_sources, render
+from ctxwarden.clip.search_files import own_files, reader
 from ctxwarden.core.identity import identified
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.runtime import step_context
@@ -70,7 +71,8 @@ def own_scope(backend: Any) -> Scope:
     def sources(state: Mapping[str, Any]) -> list[Source]:
         found = message_sources(identified(state.get("messages", [])), None, read)
         covered = [s.path for s in found if s.path]
-        return found + file_sources(own_files(backend, step_context()[0], covered), read)
+        messages = state.get("messages", [])
+        return found + file_sources(own_files(backend, step_context()[0], covered, messages), read)
 
     return sources
 

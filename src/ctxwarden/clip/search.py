@@ -6,7 +6,8 @@ function name. So recall also searches, line by line, everything this conversati
 held: every tool result (an evicted one from its file, whole), every call's arguments,
 the user's and the agent's messages (folded turns included: the thread keeps them), the
 thread's own offloaded files its messages do not hold (a subagent's evictions and history
-files), and, in a fork, its parent's thread, read-only.
+files, the raw bytes of its rendered outputs; never another branch's), and, in a fork, its
+parent's thread, read-only.
 
 Each hit names its call id, tool, turn (the agent's n-th model call) and line, and what
 became of it (cleared, clipped, evicted, folded). A hit the model still sees is marked
@@ -19,7 +20,7 @@ name the model gives.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,10 +30,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from ctxwarden.clip.evict import RECALL_TOOL
 from ctxwarden.clip.names import changed_file
 from ctxwarden.clip.placeholders import is_cleared, text_cleared
+from ctxwarden.clip.search_files import Reader, record_of
 from ctxwarden.core.gauge_note import NOTE_SOURCE
-from ctxwarden.core.layout import HISTORY_DIR, LARGE_RESULTS_DIR, folder_name
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.core.text import content_text, decode, encode, text_of, value_text
+from ctxwarden.core.text import content_text, encode, text_of, value_text
 
 PAGE_TOKENS = 2_000
 """Most tokens one page of search results takes."""
@@ -45,9 +46,6 @@ LINE_CHARS = 240
 
 VIEW_SOURCES = frozenset({"summarization", NOTE_SOURCE})
 """`lc_source` of messages that are views of others (fold summaries, gauge notes): not searched."""
-
-Reader = Callable[[Sequence[str]], Mapping[str, str]]
-"""Reads backend paths; answers the text of each one it could read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +92,7 @@ def _is_view(message: BaseMessage) -> bool:
 
 
 def evicted_path(message: ToolMessage) -> str | None:
-    record = message.response_metadata.get(METADATA_KEY)
+    record = record_of(message)
     return str(record["path"]) if isinstance(record, dict) and record.get("evicted") and record.get("path") else None
 
 
@@ -207,54 +205,6 @@ def _result_status(message: ToolMessage, seen: BaseMessage | None, known: bool, 
     if is_cleared(seen):
         return "cleared"
     return "evicted" if path else "in view"
-
-
-def own_files(backend: Any, thread: str | None, covered: Iterable[str]) -> list[str]:
-    """A thread's offloaded files that its messages do not hold: a subagent's evictions and history files.
-
-    The thread's own history file is left out: it holds the folded turns, which the thread
-    itself still holds (a fold changes only the view), and the messages tell more about a hit.
-    """
-    if backend is None or thread is None:
-        return []
-    name = folder_name(thread)
-    paths: list[str] = []
-    for folder in (f"/{HISTORY_DIR}/{name}", f"/{LARGE_RESULTS_DIR}/{name}"):
-        paths += _listed(backend, folder, depth=3)
-    named = set(covered)
-    return [p for p in dict.fromkeys(paths) if p not in named]
-
-
-def _listed(backend: Any, folder: str, *, depth: int) -> list[str]:
-    try:
-        listing = backend.ls(folder)
-    except Exception:  # a backend without listing, or a folder that is not there
-        return []
-    found: list[str] = []
-    for entry in getattr(listing, "entries", None) or []:
-        path = str(entry.get("path") or "").rstrip("/")
-        if not path or path.rsplit("/", 1)[-1].startswith("."):  # a staged rewrite, not a file of its own
-            continue
-        if entry.get("is_dir"):
-            found += _listed(backend, path, depth=depth - 1) if depth > 1 else []
-        else:
-            found.append(path)
-    return found
-
-
-def reader(backend: Any) -> Reader:
-    """A `Reader` over `backend` (files it refuses or lacks are left out)."""
-
-    def read(paths: Sequence[str]) -> dict[str, str]:
-        if backend is None or not paths:
-            return {}
-        try:
-            answers = backend.download_files(list(paths))
-        except Exception:  # a backend that raises instead of reporting
-            return {}
-        return {str(a.path): decode(a.content) for a in answers if a.error is None and a.content is not None and a.path}
-
-    return read
 
 
 def file_sources(paths: Sequence[str], read: Reader, *, thread: str | None = None) -> list[Source]:
@@ -375,7 +325,6 @@ __all__ = [
     "MAX_HITS",
     "PAGE_TOKENS",
     "Hit",
-    "Reader",
     "Source",
     "describe",
     "file_sources",
@@ -383,7 +332,5 @@ __all__ = [
     "lines_of",
     "matcher",
     "message_sources",
-    "own_files",
-    "reader",
     "render",
 ]

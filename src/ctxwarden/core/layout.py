@@ -10,6 +10,7 @@ here, low enough that every layer can import them.
         trace.sqlite                the append-only trace
         large_tool_results/<thread>[/<namespace>]/<call id>[-<call key>]
         conversation_history/<thread>.md   (a subagent's: <thread>/<namespace>.md)
+        conversation_history/<thread>/branch-<12 hex>.md   (a branch's, see `history_branch`)
 
 A component keeps only `[A-Za-z0-9._-]`, never starts with a dot or holds `..`, and is
 bounded. The map from ids to names is injective, so two threads never share a folder:
@@ -109,6 +110,32 @@ def _hashed(value: str, cleaned: str) -> str:
     return f"{stem}-{digest}"
 
 
+def history_branch(path: str, text: str) -> str:
+    """Where a branch of a thread keeps its history when the history file `path` holds another branch's folds.
+
+    LangGraph resumes a thread from any earlier checkpoint (time travel, Studio's fork), and both branches stay in
+    the checkpointer, each naming its own folds' file. So a fold finding another whole fold of its number there
+    writes its history, `text`, to a file of its own, named by `text`'s hash, in the thread's folder (which the
+    thread may read): `/conversation_history/<thread>/branch-<12 hex>.md`, a subagent's `<namespace>-branch-...`.
+    No folder name has that shape: `folder_name` hashes every id of the `-<12 hex>` shape again."""
+    folder, _, name = path.rpartition("/")
+    stem = name.removesuffix(".md")
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    if folder == f"/{HISTORY_DIR}":  # the top-level agent's file: its branches go in the thread's folder
+        return f"{folder}/{stem}/branch-{digest}.md"
+    return f"{folder}/{stem}-branch-{digest}.md"
+
+
+def is_history_branch(path: str, base: str) -> bool:
+    """Whether `path` is a branch file (`history_branch`) of the history file `base`."""
+    head = history_branch(base, "").removesuffix(".md")[:-12]
+    return path.startswith(head) and HISTORY_BRANCH_TAIL.fullmatch(path[len(head) :]) is not None
+
+
+HISTORY_BRANCH_TAIL = re.compile(r"[0-9a-f]{12}\.md")
+"""How a branch file's name ends, after `branch-`."""
+
+
 def is_component(name: str) -> bool:
     """Whether `name` can be a name `safe_component` gives (a folder found on a backend)."""
     return len(name) <= MAX_COMPONENT and _DOTS.sub(".", _UNSAFE.sub("_", name)).lstrip(".") == name != ""
@@ -119,11 +146,14 @@ __all__ = [
     "DATABASES",
     "DEFAULT_STATE_DIR",
     "HASHED_SHAPE",
+    "HISTORY_BRANCH_TAIL",
     "HISTORY_DIR",
     "LARGE_RESULTS_DIR",
     "MAX_COMPONENT",
     "TRACE_FILE",
     "folder_name",
+    "history_branch",
     "is_component",
+    "is_history_branch",
     "safe_component",
 ]

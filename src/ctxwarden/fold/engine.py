@@ -16,6 +16,7 @@ only the agent's replies stream.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -29,7 +30,7 @@ from ctxwarden.core.window import model_name, resolve_window
 from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.facts import Facts, gather, gist_lines, quoted, render, strip_facts
-from ctxwarden.fold.history import appending, history_path
+from ctxwarden.fold.history import appending, continued_path
 from ctxwarden.fold.in_place import SentCall, fold_request
 from ctxwarden.fold.pin import pinned_task
 from ctxwarden.fold.plan import FoldInput, FoldOutcome, FoldPlan, Gathered
@@ -89,7 +90,7 @@ class Folder:
             cut=cut,
             folded=folded,
             folded_raw=folded_raw,
-            path=history_path(given.thread_id, given.namespace),
+            path=continued_path(_last_written(given.folds), given.thread_id, given.namespace),
             section=history_section(number, given.thread_id, folded_raw),
             summarizer=summarizer,
             prompt=prompt,
@@ -161,9 +162,11 @@ class Folder:
         outcome = self._finish(plan, given, summary, None, gathered)
         if outcome.record is None:  # held
             return outcome
-        error = yield from appending(self.backend, plan.path, plan.number, plan.section)
-        if error is None:
-            return outcome
+        path, error = yield from appending(self.backend, plan.path, plan.number, plan.section)
+        if error is None:  # written, to the branch's own file when another branch's fold has the number
+            return (
+                outcome if path == plan.path else self._finish(replace(plan, path=path), given, summary, None, gathered)
+            )
         if not given.forced:
             return self._write_failed(plan, error)
         return self._finish(plan, given, summary, error, gathered)
@@ -300,6 +303,11 @@ class Folder:
 def asks_model(summarizer: Any) -> bool:
     """Whether a fold with `summarizer` asks a model (`None` and `"deterministic"` build the summary without one)."""
     return summarizer is not None and summarizer != DETERMINISTIC
+
+
+def _last_written(folds: Folds) -> str | None:
+    """The history file the thread's last written fold went to (a fold whose write failed records none)."""
+    return next((r.path for r in reversed(folds.records) if r.path), None)
 
 
 def _previous_summary(given: FoldInput) -> str | None:

@@ -9,9 +9,12 @@ A backend has no append, so a new section rewrites the whole file, and a process
 killed during that write leaves the file cut short (a filesystem truncates it first).
 So the new text is staged first, in a hidden file in the thread's folder, ending with a
 line that says the staging finished; a later write that finds a finished staged text
-the file is a prefix of starts from it. And fold N's section replaces whatever the file
-holds from `## fold N` on: a section cut short by a kill, or sections written by a run
-whose checkpoint was lost (the thread knows only the folds before N).
+the file is a prefix of starts from it. Fold N's section replaces a section cut short
+by a kill. A whole fold N of other turns stays: it belongs to another branch of the
+thread (a run resumed from an earlier checkpoint, or a run whose checkpoints were lost),
+whose summaries still name this file. The new fold then writes the folds before it and
+its own to a branch file of its own (`core.layout.history_branch`), and the thread's
+later folds go on in that file.
 
 Where fold N begins is found by walking the sections, each heading stating the length of
 its body, never by searching the text: the folded turns are tool outputs and messages that
@@ -26,7 +29,7 @@ import re
 from typing import Any
 
 from ctxwarden.core.io import Steps, arun, method, run
-from ctxwarden.core.layout import HISTORY_DIR, folder_name
+from ctxwarden.core.layout import HISTORY_DIR, folder_name, history_branch, is_history_branch
 from ctxwarden.core.text import decode, encode
 from ctxwarden.fold.transcript import section_marker
 
@@ -38,6 +41,13 @@ def history_path(thread_id: str | None, namespace: str) -> str:
     if namespace:
         return f"/{HISTORY_DIR}/{thread}/{folder_name(namespace)}.md"
     return f"/{HISTORY_DIR}/{thread}.md"
+
+
+def continued_path(last: str | None, thread_id: str | None, namespace: str) -> str:
+    """The history file of the next fold: the one the thread's last fold wrote, if it is this thread's (its own file
+    or a branch of it: a branch goes on in its file), else the thread's own file."""
+    path = history_path(thread_id, namespace)
+    return last if last is not None and is_history_branch(last, path) else path
 
 
 def staged_path(path: str) -> str:
@@ -64,12 +74,11 @@ def _staged(data: bytes) -> bytes:
     return data + _STAGED_END + f"{len(data)} bytes -->\n".encode()
 
 
-def _rewrite(current: bytes | None, staged: bytes | None, number: int, section: str) -> tuple[str, str]:
-    """What the file holds now, and what it must hold with fold `number`'s section as its last."""
+def _held(current: bytes | None, staged: bytes | None) -> tuple[str, str]:
+    """What the file holds now, and what it held whole: a finished staged rewrite it is a prefix of, else itself."""
     text = decode(current) if current is not None else ""
     finished = _finished(staged)
-    base = finished if finished is not None and finished.startswith(text) else text
-    return text, base[: _section_start(base, number)] + section
+    return text, finished if finished is not None and finished.startswith(text) else text
 
 
 _HEADING = re.compile(r"\n\n## fold (\d+)\n\n<!-- (\d+) characters; ")
@@ -88,35 +97,66 @@ def _section_start(text: str, number: int) -> int:
         if heading is None:
             start = text.find("\n" + section_marker(number), position)
             return len(text) if start < 0 else start
-        if int(heading[1]) >= number:
-            return position
-        line_end = text.find("\n", heading.end())
-        end = line_end + 1 + int(heading[2])
-        if line_end < 0 or end > len(text):
+        end = _section_end(text, heading)
+        if int(heading[1]) >= number or end is None:
             return position
         position = end
     return len(text)
 
 
-def _writes(found: Any, staged: Any, number: int, section: str) -> tuple[bytes | None, bool]:
-    """The file's new bytes (`None`: fold `number` is already there) and whether a staged copy is left to remove."""
-    current, staging = _content(found), _content(staged)
-    text, wanted = _rewrite(current, staging, number, section)
-    data = encode(wanted) if wanted != text else None
-    return data, data is not None or staging is not None
+def _section_end(text: str, heading: re.Match[str] | None) -> int | None:
+    """Where the section opened by `heading` ends, or `None`: no heading that states its length, or a section cut
+    short (its stated body runs past the end of `text`)."""
+    if heading is None:
+        return None
+    line_end = text.find("\n", heading.end())
+    end = line_end + 1 + int(heading[2])
+    return end if line_end >= 0 and end <= len(text) else None
 
 
-def appending(backend: Any, path: str, number: int, section: str) -> Steps[str | None]:
-    """Write `section` as fold `number`'s, unless it is already there; returns an error message or `None`.
+def _rewrite(current: bytes | None, staged: bytes | None, number: int, section: str) -> tuple[str, str, str | None]:
+    """What the file holds now; what it must hold; and, when a whole fold `number` of other turns is there (another
+    branch's, which the file keeps), the history this branch writes to a file of its own instead: the folds before
+    fold `number` as the file has them, then `section`."""
+    text, whole = _held(current, staged)
+    start = _section_start(whole, number)
+    wanted = whole[:start] + section
+    if whole.startswith(wanted):  # already there (a retry), with whatever a branch wrote after it
+        return text, whole, None
+    if _section_end(whole, _HEADING.match(whole, start)) is not None:
+        return text, whole, wanted
+    return text, wanted, None  # a new section, or one replacing a section a kill cut short
+
+
+def appending(backend: Any, path: str, number: int, section: str) -> Steps[tuple[str, str | None]]:
+    """Write `section` as fold `number`'s after the folds before it, unless it is already there: returns the file that
+    holds it (`path`, or a branch file when `path` holds another branch's fold `number`) and an error or `None`.
 
     The sans-I/O core of `append_section` and `aappend_section` (see `ctxwarden.core.io`).
     """
     if backend is None:
-        return "no backend to write the history file to"
-    staging = staged_path(path)
+        return path, "no backend to write the history file to"
     try:
-        found, staged = yield method(backend, "download_files", [path, staging])
-        data, clear_staging = _writes(found, staged, number, section)
+        found, staged = yield method(backend, "download_files", [path, staged_path(path)])
+        text, kept, branch = _rewrite(_content(found), _content(staged), number, section)
+        error = yield from _written(backend, path, text, kept, _content(staged) is not None)
+        if branch is None or error is not None:
+            return path, error
+        path = history_branch(path, branch)
+        found, staged = yield method(backend, "download_files", [path, staged_path(path)])
+        text, whole = _held(_content(found), _content(staged))
+        kept = whole if whole.startswith(branch) else branch  # a retry finds it there, with the folds after it
+        return path, (yield from _written(backend, path, text, kept, _content(staged) is not None))
+    except Exception as exc:  # a backend that raises instead of reporting
+        return path, f"{type(exc).__name__}: {exc}"
+
+
+def _written(backend: Any, path: str, text: str, wanted: str, staging_left: bool) -> Steps[str | None]:
+    """Make the file at `path` hold `wanted` (it holds `text`): staged first, then written; an error or `None`."""
+    staging = staged_path(path)
+    data = encode(wanted) if wanted != text else None
+    clear_staging = data is not None or staging_left
+    try:
         if data is not None:
             with contextlib.suppress(Exception):  # best effort: a backend refusing it still gets the file
                 yield method(backend, "upload_files", [(staging, _staged(data))])
@@ -131,13 +171,13 @@ def appending(backend: Any, path: str, number: int, section: str) -> Steps[str |
         return f"{type(exc).__name__}: {exc}"
 
 
-def append_section(backend: Any, path: str, number: int, section: str) -> str | None:
-    """Write `section` as fold `number`'s, unless it is already there; returns an error message or `None`."""
+def append_section(backend: Any, path: str, number: int, section: str) -> tuple[str, str | None]:
+    """Write `section` as fold `number`'s, unless it is already there: the file holding it, and an error or `None`."""
     return run(appending(backend, path, number, section))
 
 
-async def aappend_section(backend: Any, path: str, number: int, section: str) -> str | None:
+async def aappend_section(backend: Any, path: str, number: int, section: str) -> tuple[str, str | None]:
     return await arun(appending(backend, path, number, section))
 
 
-__all__ = ["aappend_section", "append_section", "appending", "history_path", "staged_path"]
+__all__ = ["aappend_section", "append_section", "appending", "continued_path", "history_path", "staged_path"]

@@ -19,7 +19,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 
-from ctxwarden.clip.search import Reader, Source, file_sources, message_sources, own_files, reader
+from ctxwarden.clip.search import Source, file_sources, message_sources
+from ctxwarden.clip.search_files import Reader, own_files, reader
 from ctxwarden.core.identity import identified
 from ctxwarden.core.layout import HISTORY_DIR, folder_name
 from ctxwarden.core.meter import TokenMeter
@@ -49,7 +50,7 @@ class ThreadScope:
         covered = [s.path for s in own if s.path]
         if thread is not None:  # a fork's copies of its parents' history files: the parents are searched whole
             covered += [relocated(f"/{HISTORY_DIR}/{folder_name(p)}.md", p, thread) for p, _values in parents]
-        files = file_sources(own_files(backend, thread, covered), read)
+        files = file_sources(own_files(backend, thread, covered, messages), read)
         if not parents:
             return [*own, *files]
         beneath = _beneath(backend, {folder_name(name) for name, _values in parents})
@@ -58,7 +59,8 @@ class ThreadScope:
         for name, values in reversed(parents):  # the oldest first: conversation order
             theirs = message_sources(identified(values.get("messages", [])), None, beneath, thread=name, skip=seeded)
             covered = [s.path for s in theirs if s.path]
-            earlier += theirs + file_sources(own_files(_inner(backend), name, covered), beneath, thread=name)
+            theirs_files = own_files(_inner(backend), name, covered, values.get("messages", []))
+            earlier += theirs + file_sources(theirs_files, beneath, thread=name)
         return [*earlier, *own, *files]
 
 
