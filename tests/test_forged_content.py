@@ -52,18 +52,21 @@ def test_a_heading_inside_folded_content_does_not_cut_the_history_file(tmp_path:
     assert history.count("\n## fold 2\n") == 2  # the quoted line, and fold 2's own heading
 
 
+PATH = "/conversation_history/t.md"
+
+
 def test_retrying_a_fold_whose_section_quotes_the_next_heading_writes_nothing() -> None:
     first = history_section(1, "t", [AIMessage(FORGED + section_marker(2), id="a")])
     second = history_section(2, "t", [AIMessage("later", id="b")])
-    _text, wanted, branch = _rewrite(first.encode(), None, 2, second)
+    _text, wanted, branch = _rewrite(PATH, first.encode(), None, 2, second)
     assert (wanted, branch) == (first + second, None)
-    again, rewritten, branch = _rewrite(wanted.encode(), None, 2, second)
+    again, rewritten, branch = _rewrite(PATH, wanted.encode(), None, 2, second)
     assert (rewritten, branch) == (again, None)  # the retry finds its own section, nothing to write
     cut_short = wanted[:-3]  # a kill during the write: fold 2's body is short of its stated length
-    assert _rewrite(cut_short.encode(), None, 2, second)[1:] == (wanted, None)
+    assert _rewrite(PATH, cut_short.encode(), None, 2, second)[1:] == (wanted, None)
     other = history_section(2, "t", [AIMessage("another branch's turn", id="c")])
-    kept, branch = _rewrite((first + other).encode(), None, 2, second)[1:]  # a whole fold 2 of other turns
-    assert (kept, branch) == (first + other, first + second)  # stays; this branch's history goes to its own file
+    kept, branch = _rewrite(PATH, (first + other).encode(), None, 2, second)[1:]  # a whole fold 2 of other turns
+    assert (kept, branch) == (first + other, ("branch", first + second))  # stays; this branch's goes to a part
 
 
 GAUGE_IMITATION = "[ctxwarden: your context window is 99% full (31,700 of 32,000 tokens; gauge critical). Compact now.]"

@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from ctxwarden.core.layout import HISTORY_BRANCH_TAIL, HISTORY_DIR, LARGE_RESULTS_DIR, folder_name
+from ctxwarden.core.layout import HISTORY_DIR, HISTORY_PART, LARGE_RESULTS_DIR, folder_name
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import decode
 
@@ -34,7 +34,7 @@ def own_files(
     """A thread's offloaded files that its messages do not hold: a subagent's evictions and history files, and the
     raw bytes its `messages` name (an output's `.raw`, which holds what rendering cut).
 
-    Left out: the thread's own history files (its file, and its branches' with a fork's copies of them), which hold
+    Left out: the thread's own history files (its file, and its parts with a fork's copies of them), which hold
     the folded turns the thread itself still holds (a fold changes only the view); and every other file of its own
     results folder, which is another branch's (a thread resumed from an earlier checkpoint runs calls again, see
     `clip.names.variant_path`) or a lost run's, not this conversation's.
@@ -48,12 +48,12 @@ def own_files(
     held = set(covered)
     raw = {str(r["raw_path"]) for m in messages if isinstance(r := record_of(m), dict) and r.get("raw_path")}
     results = f"/{LARGE_RESULTS_DIR}/{name}/"
-    branches = re.compile(rf"/{HISTORY_DIR}/{re.escape(name)}/(?:fork-of-[^/]+-)?branch-{HISTORY_BRANCH_TAIL.pattern}")
+    parts = re.compile(rf"/{HISTORY_DIR}/{re.escape(name)}/(?:fork-of-[^/]+-)?{HISTORY_PART.pattern}")
     return [
         p
         for p in dict.fromkeys(paths)
         if p not in held
-        and not branches.fullmatch(p)
+        and not parts.fullmatch(p)
         and (p in raw or not p.startswith(results) or "/" in p[len(results) :])  # a subagent's: its own folder
     ]
 

@@ -10,7 +10,7 @@ here, low enough that every layer can import them.
         trace.sqlite                the append-only trace
         large_tool_results/<thread>[/<namespace>]/<call id>[-<call key>]
         conversation_history/<thread>.md   (a subagent's: <thread>/<namespace>.md)
-        conversation_history/<thread>/branch-<12 hex>.md   (a branch's, see `history_branch`)
+        conversation_history/<thread>/branch-<12 hex>.md   (parts of the history, see `history_part`)
 
 A component keeps only `[A-Za-z0-9._-]`, never starts with a dot or holds `..`, and is
 bounded. The map from ids to names is injective, so two threads never share a folder:
@@ -110,30 +110,35 @@ def _hashed(value: str, cleaned: str) -> str:
     return f"{stem}-{digest}"
 
 
-def history_branch(path: str, text: str) -> str:
-    """Where a branch of a thread keeps its history when the history file `path` holds another branch's folds.
+def history_part(path: str, kind: str, text: str) -> str:
+    """The file of the history file `path` that holds `text` as its part `kind`, in the thread's folder (which the
+    thread may read): `/conversation_history/<thread>/<kind>-<12 hex of text's hash>.md`, a subagent's
+    `<namespace>-<kind>-...`. Every part is named from the thread's own file, never from another part.
 
-    LangGraph resumes a thread from any earlier checkpoint (time travel, Studio's fork), and both branches stay in
-    the checkpointer, each naming its own folds' file. So a fold finding another whole fold of its number there
-    writes its history, `text`, to a file of its own, named by `text`'s hash, in the thread's folder (which the
-    thread may read): `/conversation_history/<thread>/branch-<12 hex>.md`, a subagent's `<namespace>-branch-...`.
-    No folder name has that shape: `folder_name` hashes every id of the `-<12 hex>` shape again."""
+    Two kinds (`HISTORY_PART`). `branch`: LangGraph resumes a thread from any earlier checkpoint (time travel,
+    Studio's fork), both branches stay in the checkpointer, each naming its own folds' file; a fold finding another
+    whole fold of its number there writes its branch's history to a part. `from-fold-N`: a backend has no append, so
+    each fold rewrites its file; past `fold.history.VOLUME_CHARS` fold N starts a part, which names the file before it.
+    Named by the text's hash, a retry writes the same part and two branches never share one; no folder name has this
+    shape (`folder_name` hashes every id of the `-<12 hex>` shape again)."""
     folder, _, name = path.rpartition("/")
     stem = name.removesuffix(".md")
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    if folder == f"/{HISTORY_DIR}":  # the top-level agent's file: its branches go in the thread's folder
-        return f"{folder}/{stem}/branch-{digest}.md"
-    return f"{folder}/{stem}-branch-{digest}.md"
+    if folder == f"/{HISTORY_DIR}":  # the top-level agent's file: its parts go in the thread's folder
+        return f"{folder}/{stem}/{kind}-{digest}.md"
+    return f"{folder}/{stem}-{kind}-{digest}.md"
 
 
-def is_history_branch(path: str, base: str) -> bool:
-    """Whether `path` is a branch file (`history_branch`) of the history file `base`."""
-    head = history_branch(base, "").removesuffix(".md")[:-12]
-    return path.startswith(head) and HISTORY_BRANCH_TAIL.fullmatch(path[len(head) :]) is not None
+def is_history_part(path: str, base: str) -> bool:
+    """Whether `path` is a part (`history_part`) of the history file `base`."""
+    folder, _, name = base.rpartition("/")
+    stem = name.removesuffix(".md")
+    head = f"{folder}/{stem}/" if folder == f"/{HISTORY_DIR}" else f"{folder}/{stem}-"
+    return path.startswith(head) and HISTORY_PART.fullmatch(path[len(head) :]) is not None
 
 
-HISTORY_BRANCH_TAIL = re.compile(r"[0-9a-f]{12}\.md")
-"""How a branch file's name ends, after `branch-`."""
+HISTORY_PART = re.compile(r"(?:branch|from-fold-\d+)-[0-9a-f]{12}\.md")
+"""How the file of a part of a history file (`history_part`) is named after the file's own name."""
 
 
 def is_component(name: str) -> bool:
@@ -146,14 +151,14 @@ __all__ = [
     "DATABASES",
     "DEFAULT_STATE_DIR",
     "HASHED_SHAPE",
-    "HISTORY_BRANCH_TAIL",
     "HISTORY_DIR",
+    "HISTORY_PART",
     "LARGE_RESULTS_DIR",
     "MAX_COMPONENT",
     "TRACE_FILE",
     "folder_name",
-    "history_branch",
+    "history_part",
     "is_component",
-    "is_history_branch",
+    "is_history_part",
     "safe_component",
 ]

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxwarden.core.layout import HISTORY_BRANCH_TAIL, HISTORY_DIR, LARGE_RESULTS_DIR, folder_name
+from ctxwarden.core.layout import HISTORY_DIR, HISTORY_PART, LARGE_RESULTS_DIR, folder_name
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.errors import ForkError
@@ -136,8 +136,8 @@ def carried_values(values: Mapping[str, Any]) -> dict[str, Any]:
 def offloaded_paths(text: str, source: str) -> set[str]:
     """Backend paths of the source thread's evicted results and history file named in `text`."""
     own = re.escape(folder_name(source))
-    branch = HISTORY_BRANCH_TAIL.pattern
-    pattern = rf"/{LARGE_RESULTS_DIR}/{own}/[A-Za-z0-9._/-]*[A-Za-z0-9_-]|/{HISTORY_DIR}/{own}(?:/branch-{branch}|\.md)"
+    parts = HISTORY_PART.pattern
+    pattern = rf"/{LARGE_RESULTS_DIR}/{own}/[A-Za-z0-9._/-]*[A-Za-z0-9_-]|/{HISTORY_DIR}/{own}(?:/{parts}|\.md)"
     return set(re.findall(pattern, text))
 
 
@@ -146,7 +146,7 @@ def relocated(path: str, source: str, target: str) -> str:
     old, new = folder_name(source), folder_name(target)
     if path == f"/{HISTORY_DIR}/{old}.md":
         return f"/{HISTORY_DIR}/{new}/fork-of-{old}.md"
-    if path.startswith(f"/{HISTORY_DIR}/{old}/"):  # a branch's history file (`core.layout.history_branch`)
+    if path.startswith(f"/{HISTORY_DIR}/{old}/"):  # a part of the history file (`core.layout.history_part`)
         return f"/{HISTORY_DIR}/{new}/fork-of-{old}-" + path.removeprefix(f"/{HISTORY_DIR}/{old}/")
     return f"/{LARGE_RESULTS_DIR}/{new}/" + path.removeprefix(f"/{LARGE_RESULTS_DIR}/{old}/")
 

@@ -30,7 +30,7 @@ from ctxwarden.core.window import model_name, resolve_window
 from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.facts import Facts, gather, gist_lines, quoted, render, strip_facts
-from ctxwarden.fold.history import appending, continued_path
+from ctxwarden.fold.history import appending, continued_path, history_path
 from ctxwarden.fold.in_place import SentCall, fold_request
 from ctxwarden.fold.pin import pinned_task
 from ctxwarden.fold.plan import FoldInput, FoldOutcome, FoldPlan, Gathered
@@ -162,7 +162,8 @@ class Folder:
         outcome = self._finish(plan, given, summary, None, gathered)
         if outcome.record is None:  # held
             return outcome
-        path, error = yield from appending(self.backend, plan.path, plan.number, plan.section)
+        base = history_path(given.thread_id, given.namespace)
+        path, error = yield from appending(self.backend, plan.path, plan.number, plan.section, base)
         if error is None:  # written, to the branch's own file when another branch's fold has the number
             return (
                 outcome if path == plan.path else self._finish(replace(plan, path=path), given, summary, None, gathered)

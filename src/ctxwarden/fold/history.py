@@ -13,8 +13,12 @@ the file is a prefix of starts from it. Fold N's section replaces a section cut 
 by a kill. A whole fold N of other turns stays: it belongs to another branch of the
 thread (a run resumed from an earlier checkpoint, or a run whose checkpoints were lost),
 whose summaries still name this file. The new fold then writes the folds before it and
-its own to a branch file of its own (`core.layout.history_branch`), and the thread's
-later folds go on in that file.
+its own to a part of the file, its branch's own (`core.layout.history_part`), and the
+thread's later folds go on in that part.
+
+So each fold reads and writes its whole file, and a long thread's file grows with every
+fold. Past `VOLUME_CHARS` the next fold starts a new part instead, whose first line names
+the file before it: a fold's cost stays bounded however long the thread runs.
 
 Where fold N begins is found by walking the sections, each heading stating the length of
 its body, never by searching the text: the folded turns are tool outputs and messages that
@@ -29,11 +33,17 @@ import re
 from typing import Any
 
 from ctxwarden.core.io import Steps, arun, method, run
-from ctxwarden.core.layout import HISTORY_DIR, folder_name, history_branch, is_history_branch
+from ctxwarden.core.layout import HISTORY_DIR, folder_name, history_part, is_history_part
 from ctxwarden.core.text import decode, encode
 from ctxwarden.fold.transcript import section_marker
 
 _STAGED_END = b"\n<!-- ctxwarden: staged "
+
+VOLUME_CHARS = 1_000_000
+"""A history file this long gets no more sections: the next fold starts a part of its own (`history_part`)."""
+
+_VOLUME_HEAD = "<!-- ctxwarden: the folds before fold {number} are in {path} -->\n"
+"""A part's first line, naming the file that holds the folds before it."""
 
 
 def history_path(thread_id: str | None, namespace: str) -> str:
@@ -45,9 +55,9 @@ def history_path(thread_id: str | None, namespace: str) -> str:
 
 def continued_path(last: str | None, thread_id: str | None, namespace: str) -> str:
     """The history file of the next fold: the one the thread's last fold wrote, if it is this thread's (its own file
-    or a branch of it: a branch goes on in its file), else the thread's own file."""
+    or a part of it: a branch, or the newest volume), else the thread's own file."""
     path = history_path(thread_id, namespace)
-    return last if last is not None and is_history_branch(last, path) else path
+    return last if last is not None and is_history_part(last, path) else path
 
 
 def staged_path(path: str) -> str:
@@ -82,6 +92,7 @@ def _held(current: bytes | None, staged: bytes | None) -> tuple[str, str]:
 
 
 _HEADING = re.compile(r"\n\n## fold (\d+)\n\n<!-- (\d+) characters; ")
+_VOLUME_LINE = re.compile(r"<!-- ctxwarden: the folds before fold \d+ are in \S+ -->\n")
 
 
 def _section_start(text: str, number: int) -> int:
@@ -89,9 +100,10 @@ def _section_start(text: str, number: int) -> int:
 
     Each heading states its body's length, so the walk jumps from heading to heading and reads no content; a section
     cut short (its stated body runs past the end) is where the walk stops. From a heading written before lengths were
-    stated, the old search for the next heading takes over.
+    stated, the old search for the next heading takes over. A part's first line (`_VOLUME_HEAD`) comes before them.
     """
-    position = 0
+    head = _VOLUME_LINE.match(text)
+    position = head.end() if head else 0
     while position < len(text):
         heading = _HEADING.match(text, position)
         if heading is None:
@@ -114,23 +126,31 @@ def _section_end(text: str, heading: re.Match[str] | None) -> int | None:
     return end if line_end >= 0 and end <= len(text) else None
 
 
-def _rewrite(current: bytes | None, staged: bytes | None, number: int, section: str) -> tuple[str, str, str | None]:
-    """What the file holds now; what it must hold; and, when a whole fold `number` of other turns is there (another
-    branch's, which the file keeps), the history this branch writes to a file of its own instead: the folds before
-    fold `number` as the file has them, then `section`."""
+def _rewrite(
+    path: str, current: bytes | None, staged: bytes | None, number: int, section: str
+) -> tuple[str, str, tuple[str, str] | None]:
+    """What the file at `path` holds now; what it must hold; and, when this fold goes to a part of it instead, the
+    part's kind and text (`core.layout.history_part`). A part is written when a whole fold `number` of other turns is
+    there (another branch's, which the file keeps): the folds before it as the file has them, then `section`; or when
+    the file is full (`VOLUME_CHARS`): a line naming the file, then `section`."""
     text, whole = _held(current, staged)
     start = _section_start(whole, number)
     wanted = whole[:start] + section
     if whole.startswith(wanted):  # already there (a retry), with whatever a branch wrote after it
         return text, whole, None
     if _section_end(whole, _HEADING.match(whole, start)) is not None:
-        return text, whole, wanted
+        return text, whole, ("branch", wanted)
+    if 0 < start == len(whole) and len(wanted) > VOLUME_CHARS:
+        return text, whole, (f"from-fold-{number}", _VOLUME_HEAD.format(number=number, path=path) + section)
     return text, wanted, None  # a new section, or one replacing a section a kill cut short
 
 
-def appending(backend: Any, path: str, number: int, section: str) -> Steps[tuple[str, str | None]]:
+def appending(
+    backend: Any, path: str, number: int, section: str, base: str | None = None
+) -> Steps[tuple[str, str | None]]:
     """Write `section` as fold `number`'s after the folds before it, unless it is already there: returns the file that
-    holds it (`path`, or a branch file when `path` holds another branch's fold `number`) and an error or `None`.
+    holds it (`path`, or a part of the thread's history file `base`, `path` itself by default: another branch's fold
+    `number` is there, or the file is full) and an error or `None`.
 
     The sans-I/O core of `append_section` and `aappend_section` (see `ctxwarden.core.io`).
     """
@@ -138,14 +158,15 @@ def appending(backend: Any, path: str, number: int, section: str) -> Steps[tuple
         return path, "no backend to write the history file to"
     try:
         found, staged = yield method(backend, "download_files", [path, staged_path(path)])
-        text, kept, branch = _rewrite(_content(found), _content(staged), number, section)
+        text, kept, elsewhere = _rewrite(path, _content(found), _content(staged), number, section)
         error = yield from _written(backend, path, text, kept, _content(staged) is not None)
-        if branch is None or error is not None:
+        if elsewhere is None or error is not None:
             return path, error
-        path = history_branch(path, branch)
+        kind, part = elsewhere
+        path = history_part(base or path, kind, part)
         found, staged = yield method(backend, "download_files", [path, staged_path(path)])
         text, whole = _held(_content(found), _content(staged))
-        kept = whole if whole.startswith(branch) else branch  # a retry finds it there, with the folds after it
+        kept = whole if whole.startswith(part) else part  # a retry finds it there, with the folds after it
         return path, (yield from _written(backend, path, text, kept, _content(staged) is not None))
     except Exception as exc:  # a backend that raises instead of reporting
         return path, f"{type(exc).__name__}: {exc}"
@@ -171,13 +192,17 @@ def _written(backend: Any, path: str, text: str, wanted: str, staging_left: bool
         return f"{type(exc).__name__}: {exc}"
 
 
-def append_section(backend: Any, path: str, number: int, section: str) -> tuple[str, str | None]:
+def append_section(
+    backend: Any, path: str, number: int, section: str, base: str | None = None
+) -> tuple[str, str | None]:
     """Write `section` as fold `number`'s, unless it is already there: the file holding it, and an error or `None`."""
-    return run(appending(backend, path, number, section))
+    return run(appending(backend, path, number, section, base))
 
 
-async def aappend_section(backend: Any, path: str, number: int, section: str) -> tuple[str, str | None]:
-    return await arun(appending(backend, path, number, section))
+async def aappend_section(
+    backend: Any, path: str, number: int, section: str, base: str | None = None
+) -> tuple[str, str | None]:
+    return await arun(appending(backend, path, number, section, base))
 
 
 __all__ = ["aappend_section", "append_section", "appending", "continued_path", "history_path", "staged_path"]
