@@ -40,6 +40,7 @@ from ctxwarden.stack.discover import AgentBackend, FindBackendLayer
 from ctxwarden.stack.isolation import ThreadIsolatedBackend, normalized
 from ctxwarden.stack.middleware import SLOT_NAME
 from ctxwarden.stack.pick import ModelPicker, model_from_context
+from ctxwarden.stack.tool_names import refuse_reserved, refuse_reserved_in_subagents
 from ctxwarden.thread.checkpoints import open_checkpointer
 from ctxwarden.thread.view import ContextState
 from ctxwarden.trace.recorder import TraceRecorder
@@ -190,6 +191,8 @@ def create_context_agent(
     (`ctxwarden.core.parts.parts_of(agent)`), which `compact()` and the /context report use.
     """
     validate_arguments(policy=policy, summarizer=summarizer)
+    refuse_reserved(tools, "the tools given to create_context_agent")
+    refuse_reserved_in_subagents(deep_agent_kwargs.get("subagents") or ())
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
     if checkpointer is None:

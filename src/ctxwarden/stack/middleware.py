@@ -63,6 +63,7 @@ from ctxwarden.stack.pick import ModelPicker
 from ctxwarden.stack.refusals import still_too_large, with_room
 from ctxwarden.stack.search_scope import ThreadScope
 from ctxwarden.stack.tool_copies import ToolInstances
+from ctxwarden.stack.tool_names import refuse_reserved
 from ctxwarden.thread.history import history_start
 from ctxwarden.thread.view import ContextState
 from ctxwarden.trace.recorder import PendingEvent, TraceRecorder
@@ -140,6 +141,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         tool seen before swapped for its first instance (see `stack.tool_copies`), and with its messages and the
         thread's identified (`core.identity`): the layers find every message by an id no other message has."""
         model = self.pick_model(request) if self.pick_model is not None else None
+        refuse_reserved(request.tools, "the agent's tools", self.tools)  # before any tool of it runs
         tools = self.tool_instances.reused(request.tools)
         changes: dict[str, Any] = {}
         if model is not None and model is not request.model:
