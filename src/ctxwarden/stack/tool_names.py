@@ -4,7 +4,7 @@ langchain finds a tool by its name, the last tool of a name winning, and an agen
 tools come after its middleware's. A tool of the user's named `recall` replaced
 ctxwarden's without a word: every placeholder's way back (`recall(call_id=...)`) then
 called a tool that takes no `call_id`, and that tool's outputs, taken for ctxwarden's own
-bounded recall, were never evicted (a 22,000-token output entered whole at a 32k window).
+bounded recall, were never evicted (a 29,000-token output entered whole at a 32k window).
 So such a tool is refused: at build time by `create_context_agent`, and at the first
 model call of an agent built another way, before any tool runs.
 """
