@@ -197,6 +197,37 @@ def test_a_fork_of_a_fold_carries_the_history_file_and_the_results_it_names(stat
     assert (state_dir / named[0].lstrip("/")).read_text(encoding="utf-8") == BIG
 
 
+PROGRESS = (
+    "".join(f"\rdownloading {i}%" for i in range(100))
+    + "\n"
+    + "\n".join(f"\x1b[32mok\x1b[0m test_{i}" for i in range(40))
+)
+
+
+@tool
+def download(target: str) -> str:
+    """Download `target`, with a progress bar."""
+    return PROGRESS
+
+
+def test_a_fork_recalls_the_raw_bytes_its_parent_kept_of_a_rendered_output(state_dir: Path) -> None:
+    """The seed's record names the fork's copy of the raw file, which the fork may read, not the parent's."""
+    replies = [_call("download", {"target": "all"}, "d1"), AIMessage("downloaded")]
+    with Session(scripted_model(replies, window=32_000), [download], state_dir=state_dir) as parent:
+        parent.invoke("download it")
+        child = parent.fork([u.index for u in parent.units()], thread_id="child")
+    copied = next(m for m in child.messages if isinstance(m, ToolMessage))
+    record = copied.response_metadata[METADATA_KEY]
+    assert record["rendered"]
+    assert record["raw_path"].startswith("/large_tool_results/child/")
+    recall = _call("recall", {"call_id": "d1", "part": "raw", "limit": 50_000}, "r1")
+    child.switch_model(scripted_model([recall, AIMessage("got it")], window=32_000))
+    out = child.invoke("the raw bytes, please")  # inside the fork's own run, through the isolating backend
+    child.close()
+    recalled = next(m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "r1")
+    assert recalled.content == PROGRESS
+
+
 def test_recall_says_which_file_is_missing_instead_of_returning_the_preview(state_dir: Path) -> None:
     with Session(
         scripted_model([_call("build", {"target": "all"}, "b1"), AIMessage("built")], window=32_000),

@@ -186,10 +186,14 @@ def carry_offloaded(backend: Any, seed: Sequence[BaseMessage], source: str, targ
     return [_renamed(m, moved) for m in seed]
 
 
+_RECORDED_PATHS = ("path", "raw_path")
+"""The files a tool result's record names: its evicted output, and the raw bytes its arrival kept."""
+
+
 def _all_text(message: BaseMessage) -> str:
     record = message.response_metadata.get(METADATA_KEY) if isinstance(message, ToolMessage) else None
-    path = record.get("path") if isinstance(record, dict) else None
-    return f"{message.content}\n{path or ''}"
+    paths = [str(record[key]) for key in _RECORDED_PATHS if record.get(key)] if isinstance(record, dict) else []
+    return "\n".join([str(message.content), *paths])
 
 
 def _renamed(message: BaseMessage, moved: Mapping[str, str]) -> BaseMessage:
@@ -213,8 +217,10 @@ def _renamed(message: BaseMessage, moved: Mapping[str, str]) -> BaseMessage:
     )
     update: dict[str, Any] = {"content": content}
     record = message.response_metadata.get(METADATA_KEY) if isinstance(message, ToolMessage) else None
-    if isinstance(record, dict) and record.get("path") in moved:
-        metadata = {**record, "path": moved[record["path"]], "forked_from": record["path"]}
+    if isinstance(record, dict) and any(record.get(key) in moved for key in _RECORDED_PATHS):
+        metadata = {**record, **{key: moved[record[key]] for key in _RECORDED_PATHS if record.get(key) in moved}}
+        if record.get("path") in moved:
+            metadata["forked_from"] = record["path"]
         update["response_metadata"] = {**message.response_metadata, METADATA_KEY: metadata}
     return message.model_copy(update=update)
 
