@@ -176,3 +176,19 @@ def test_threads_never_share_a_file(state_dir: Path) -> None:
 @pytest.mark.parametrize("window", [8_000, 32_000, 1_000_000])
 def test_threshold_is_the_smaller_of_20k_and_ten_percent(window: int) -> None:
     assert ContextPolicy().evict_threshold(window) == min(20_000, window // 10)
+
+
+def test_a_tiny_page_size_on_a_huge_output_is_raised_so_pages_stay_bounded() -> None:
+    """`recall(limit=1)` of a 2,000,000-character output made 2,000,000 pages, every one held at once; the page size
+    is raised to `len / MAX_PAGES` (100,000 pages), and the pages still follow one another exactly."""
+    from ctxwarden.clip.recall import page
+
+    text = "".join(f"{i:07d}" for i in range(300_000))[:2_000_000]  # one line, longer than any page
+    past = page(text, 10**9, 1)
+    assert past.startswith(f"[ctxwarden: page {10**9} is empty: 2,000,000 characters make ")
+    assert int(past.rsplit("make ", 1)[1].split()[0]) == 100_000
+    first, second = page(text, 1, 1), page(text, 2, 1)
+    assert first.startswith(text[:20] + "\n[ctxwarden: characters 0-20 of 2,000,000")
+    assert second.startswith(text[20:40] + "\n[ctxwarden: characters 20-40 of 2,000,000")
+    small = "line one\nline two\n"
+    assert page(small, 1, 1).startswith("l\n[ctxwarden: characters 0-1 of 18")  # a small text keeps its tiny pages

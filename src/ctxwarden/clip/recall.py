@@ -27,7 +27,7 @@ handing back the preview as if it were the original.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -48,6 +48,9 @@ from ctxwarden.core.text import decode, text_of
 
 DEFAULT_LIMIT = 8_000
 MAX_LIMIT = 50_000
+MAX_PAGES = 100_000
+"""Pages a text is cut into at most: a tiny `limit` on a huge output is raised to `len(text) / MAX_PAGES`, so a page
+is found in bounded time and memory (a `limit` of 1 on 50 MB made 50 million pages, all held at once)."""
 
 DESCRIPTION = (
     "call_id: a call's original result (part='args': its arguments, 'text': what you wrote with it). "
@@ -242,14 +245,18 @@ def page(text: str, number: int, limit: int) -> str:
 
     Pages end on line boundaries; a line longer than a page is split, and the note says the page ends inside it.
     """
-    limit = max(1, min(limit, MAX_LIMIT))
+    limit = max(1, min(limit, MAX_LIMIT), min(MAX_LIMIT, -(-len(text) // MAX_PAGES)))
     number = max(1, number)
-    bounds = page_bounds(text, limit)
-    if number == 1 and len(bounds) == 1:
+    count, found = 0, None
+    for count, bounds in enumerate(_pages(text, limit), start=1):  # up to the page asked for, no further
+        if count == number:
+            found = bounds
+            break
+    if found is None:
+        return f"[ctxwarden: page {number} is empty: {len(text):,} characters make {count} page(s).]"
+    offset, end = found
+    if number == 1 and end == len(text):
         return text
-    if number > len(bounds):
-        return f"[ctxwarden: page {number} is empty: {len(text):,} characters make {len(bounds)} page(s).]"
-    offset, end = bounds[number - 1]
     cut = (
         " (it ends inside a line longer than a page: the line goes on)"
         if end < len(text) and text[end - 1] != "\n"
@@ -261,16 +268,20 @@ def page(text: str, number: int, limit: int) -> str:
 
 def page_bounds(text: str, limit: int) -> list[tuple[int, int]]:
     """`(start, end)` of each page: whole lines, at most `limit` characters, a longer line split at the limit."""
-    bounds: list[tuple[int, int]] = []
+    return list(_pages(text, limit))
+
+
+def _pages(text: str, limit: int) -> Iterator[tuple[int, int]]:
     start = 0
-    while start < len(text) or not bounds:
+    while True:
         end = min(len(text), start + limit)
         if end < len(text):
             newline = text.rfind("\n", start, end)
             end = newline + 1 if newline >= start else end
-        bounds.append((start, end))
+        yield start, end
         start = end
-    return bounds
+        if start >= len(text):
+            return
 
 
 def search(state: Mapping[str, Any], scope: Scope, query: str, regex: bool, page: int, meter: TokenMeter) -> str:
