@@ -159,13 +159,17 @@ class ContextWindowMiddleware(AgentMiddleware):
                 changes["state"] = {**state, "messages": thread}
         return request.override(**changes) if changes else request
 
+    def _begun(self, request: ModelRequest[Any], force: bool) -> tuple[_Shaped, Callable[..., CallBudget]]:
+        """The call picked and measured before any layer, and how each layer's edit is measured again."""
+        started = history_start(request.state)  # before any event: the report counts from here
+        request = self._picked(request)
+        shaped = _Shaped(request, with_room(self.budget(request, force=force)), self.note.carried(request))
+        shaped.state.update(started)
+        return shaped, functools.partial(self.budget, force=force)
+
     def _shape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
         with FOREGROUND.call():  # the stack's background work waits meanwhile (`core.foreground`)
-            started = history_start(request.state)  # before any event: the report counts from here
-            request = self._picked(request)
-            shaped = _Shaped(request, with_room(self.budget(request, force=force)), self.note.carried(request))
-            shaped.state.update(started)
-            measure = functools.partial(self.budget, force=force)
+            shaped, measure = self._begun(request, force)
             for layer in (*self.layers, self.note):
                 shaped.take(layer, layer.shape(shaped.request, shaped.budget), measure, last=layer is self.note)
             self.recorder.record_all(shaped.events)  # lifecycle events are written in the call, in the gate too
@@ -173,11 +177,7 @@ class ContextWindowMiddleware(AgentMiddleware):
 
     async def _ashape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
         with FOREGROUND.call():
-            started = history_start(request.state)  # before any event: the report counts from here
-            request = self._picked(request)
-            shaped = _Shaped(request, with_room(self.budget(request, force=force)), self.note.carried(request))
-            shaped.state.update(started)
-            measure = functools.partial(self.budget, force=force)
+            shaped, measure = self._begun(request, force)
             for layer in (*self.layers, self.note):
                 shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), measure, last=layer is self.note)
             await self.recorder.arecord_all(shaped.events)
