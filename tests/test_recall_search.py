@@ -206,3 +206,25 @@ async def test_a_fork_searches_its_parent_and_never_a_sibling(tmp_path: Path, ru
     # the turn the fork was seeded with is its own (in view), not repeated from the parent
     assert "user message, turn 1, line 1: in your view now" in answers["f6"]
     assert "parent thread" not in answers["f6"]
+
+
+def test_a_thread_that_names_a_parent_in_its_own_state_searches_no_other_thread(tmp_path: Path) -> None:
+    """A client writes any key of its own thread's state (`update_state`, a server's thread-state endpoint): a fork
+    record it wrote, naming another thread by id, or with a checkpoint id it guessed, names no parent."""
+    parent, others = _parent_and_sibling(tmp_path)
+    made_from = parent.agent.get_state(parent.config).config["configurable"]["checkpoint_id"]
+    claimant = Session(scripted_model(["hi"], window=WINDOW), [sh], state_dir=tmp_path, thread_id="claimant")
+    claimant.invoke("hello")
+    guessed = made_from[:-1] + ("1" if made_from[-1] != "1" else "2")
+    forged = [{"parent": "parent"}, {"parent": "parent", "checkpoint": guessed}]
+    answers = []
+    for record in forged:
+        claimant.agent.update_state(claimant.config, {"ctxwarden_fork": record})
+        claimant.switch_model(
+            scripted_model([_call("recall", {"query": "PARENT_SECRET_LINE"}, "q"), "ok"], window=WINDOW)
+        )
+        answers.append(_answers(claimant.invoke("Search.")["messages"])["q"])
+    for session in (parent, *others, claimant):
+        session.close()
+    for answer in answers:
+        assert answer.startswith("[ctxwarden: no line of this conversation matches"), answer

@@ -88,6 +88,10 @@ class CheckpointWriteError(CtxwardenError, OSError):
     """A checkpoint could not be written; what was saved before it is intact."""
 
 
+class ThreadDeleteError(CtxwardenError, OSError):
+    """A thread's offloaded files could not all be deleted; its checkpoints were kept (see the message)."""
+
+
 class ForkError(CtxwardenError, ValueError):
     """The chosen units cannot make a valid thread, or the fork's thread already exists."""
 
@@ -146,6 +150,7 @@ __all__ = [
     "ReplayMismatchError",
     "SummarizerError",
     "SummarizerTimeoutError",
+    "ThreadDeleteError",
     "ThreadSourceError",
     "TraceError",
     "TrajectoryFormatError",

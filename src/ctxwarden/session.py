@@ -31,6 +31,7 @@ from ctxwarden.errors import ForkError
 from ctxwarden.fold.state import FoldRecord
 from ctxwarden.report import ContextReport, acontext_report, context_report
 from ctxwarden.stack.build import create_context_agent
+from ctxwarden.stack.deletion import DeletedThread, adelete_thread, delete_thread
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
 from ctxwarden.thread.checkpoints import SqliteCheckpointer, open_checkpointer
 from ctxwarden.thread.compaction import acompact, compact
@@ -152,7 +153,7 @@ class Session:
         """The thread's checkpointed messages (every one, as recorded)."""
         return list(self.agent.get_state(self.config).values.get("messages", []))
 
-    # --- /context, /compact, fork ---------------------------------------------------
+    # --- /context, /compact, delete, fork ---------------------------------------------------
     def context(self) -> ContextReport:
         """The /context report of this thread, against the current model's window."""
         return context_report(self.agent, self.config, trace=self.trace, policy=self.policy, model=self.model)
@@ -167,6 +168,15 @@ class Session:
     async def acompact(self, instructions: str | None = None) -> FoldRecord | None:
         """Async twin of `compact`."""
         return await acompact(self.agent, self.config, instructions, **self._folding())
+
+    def delete(self) -> DeletedThread:
+        """Delete this thread: its offloaded files, then its checkpoints (`ctxwarden.delete_thread`). The session
+        stays open: its next message starts a new thread under the same id, which sees nothing of this one."""
+        return delete_thread(self.checkpointer, self.config, backend=self.backend, trace=self.recorder)
+
+    async def adelete(self) -> DeletedThread:
+        """Async twin of `delete`."""
+        return await adelete_thread(self.checkpointer, self.config, backend=self.backend, trace=self.recorder)
 
     def _folding(self) -> dict[str, Any]:
         """What a fold on demand uses: this session's parts, and its summarizer (else its current model)."""
@@ -192,14 +202,16 @@ class Session:
         the full originals; it records this thread as its parent, so `recall(query=...)` there
         also searches this thread, read-only.
         """
-        values = self.agent.get_state(self.config).values
+        snapshot = self.agent.get_state(self.config)
+        values = snapshot.values
         seed = seed_messages(identified(values.get("messages", [])), values, units, self.thread_id)
         new_thread = thread_id or f"{self.thread_id}-fork-{uuid.uuid4().hex[:8]}"
         target: RunnableConfig = {"configurable": {"thread_id": new_thread}}
         if self.checkpointer.get_tuple(target) is not None:
             raise ForkError(f"thread {new_thread!r} already exists in {self.state_dir}. Fix: pick another thread_id.")
         seed = carry_offloaded(self.backend, seed, self.thread_id, new_thread)
-        seeded = {**carried_values(values), **fork_state(self.thread_id), "messages": seed}
+        made_from = snapshot.config["configurable"].get("checkpoint_id")  # the parent is this thread while it holds it
+        seeded = {**carried_values(values), **fork_state(self.thread_id, made_from), "messages": seed}
         seed_thread(self.checkpointer, target, seeded)
         return Session(
             model if model is not None else self.model,

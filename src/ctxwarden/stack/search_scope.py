@@ -64,8 +64,9 @@ class ThreadScope:
         return [*earlier, *own, *files]
 
 
-def _thread_values(thread: str) -> Mapping[str, Any] | None:
-    """The latest state values of `thread`, from the running graph's checkpointer (`None` outside a run)."""
+def _thread_values(thread: str, checkpoint: str) -> Mapping[str, Any] | None:
+    """The latest state values of `thread`, from the running graph's checkpointer (`None` outside a run, or when the
+    thread does not hold `checkpoint`, the one a fork was made from: the thread of that id is another)."""
     try:
         saver = get_config()[CONF].get(CONFIG_KEY_CHECKPOINTER)
     except RuntimeError:
@@ -73,6 +74,11 @@ def _thread_values(thread: str) -> Mapping[str, Any] | None:
     if saver is None:
         return None
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
+    made_from: RunnableConfig = {
+        "configurable": {**config["configurable"], "checkpoint_ns": "", "checkpoint_id": checkpoint}
+    }
+    if contextvars.Context().run(saver.get_tuple, made_from) is None:
+        return None
     # read in a fresh context: nothing of the running step's config may leak into which checkpoint is read
     state = contextvars.Context().run(reader_graph(saver).get_state, config)
     return state.values if isinstance(state.values, Mapping) and state.values.get("messages") else None

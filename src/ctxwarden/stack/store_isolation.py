@@ -94,7 +94,6 @@ class ThreadIsolatedStoreBackend(BackendProtocol):
         self.prefix = _checked(prefix, "prefix")
         self.workspace = _checked(workspace, "workspace") if workspace is not None else (*self.prefix, "workspace")
         self.current_thread = current_thread
-        self._parents: dict[str, str] = {}  # child -> parent, as read from the store (a fork never changes parent)
 
     # --- namespaces ---------------------------------------------------------------
     def _store(self) -> BaseStore:
@@ -128,7 +127,7 @@ class ThreadIsolatedStoreBackend(BackendProtocol):
         A thread has one parent; a relation that would make a cycle is refused.
         """
         parent_name, child_name = folder_name(parent), folder_name(child)
-        if child_name == parent_name or child_name in self.ancestors(parent):
+        if child_name == parent_name or child_name in self._ancestors_named(parent_name):
             raise CtxwardenError(
                 f"cannot record thread {child!r} as a fork of {parent!r}: {child!r} is {parent!r} or one of its "
                 "ancestors. Fix: fork into a new thread id."
@@ -140,31 +139,47 @@ class ThreadIsolatedStoreBackend(BackendProtocol):
                 "Fix: fork into a new thread id."
             )
         self._store().put(self.forks_namespace, child_name, {"parent": parent_name, "recorded_at": time.time()})
-        self._parents[child_name] = parent_name
 
     async def arecord_fork(self, parent: str, child: str) -> None:
         """`record_fork` off the event loop."""
         await asyncio.to_thread(self.record_fork, parent, child)
 
+    def forget_forks(self, thread: str) -> None:
+        """Drop every recorded fork relation naming `thread`, as fork or as parent (its thread is being deleted).
+
+        Its forks keep their own files; a new thread given the same id is no one's parent."""
+        name = folder_name(thread)
+        store = self._store()
+        while found := store.search(self.forks_namespace, filter={"parent": name}, limit=1_000):
+            for item in found:  # each pass deletes what it found, so the next finds the rest
+                store.delete(self.forks_namespace, item.key)
+        store.delete(self.forks_namespace, name)
+
+    async def aforget_forks(self, thread: str) -> None:
+        """`forget_forks` off the event loop."""
+        await asyncio.to_thread(self.forget_forks, thread)
+
     def parent_of(self, thread: str) -> str | None:
         """The thread `thread` was forked from (as named in paths), or `None`."""
-        name = folder_name(thread)
-        if name in self._parents:
-            return self._parents[name]
-        item = self._store().get(self.forks_namespace, name)
-        parent = item.value.get("parent") if item is not None else None
-        if isinstance(parent, str):
-            self._parents[name] = parent
-            return parent
-        return None
+        return self._parent_named(folder_name(thread))
 
     def ancestors(self, thread: str) -> list[str]:
-        """The threads `thread` was forked from, nearest first."""
+        """The threads `thread` was forked from (as named in paths), nearest first."""
+        return self._ancestors_named(folder_name(thread))
+
+    def _parent_named(self, name: str) -> str | None:
+        """The parent of the thread named `name` in paths. Read from the store each time, never remembered: a
+        deleted parent's relation is gone for every worker at once (`forget_forks`)."""
+        item = self._store().get(self.forks_namespace, name)
+        parent = item.value.get("parent") if item is not None else None
+        return parent if isinstance(parent, str) else None
+
+    def _ancestors_named(self, name: str) -> list[str]:
         found: list[str] = []
-        current = self.parent_of(thread)
+        current = self._parent_named(name)
         while current is not None and current not in found and len(found) < MAX_FORK_DEPTH:
             found.append(current)
-            current = self.parent_of(current)
+            current = self._parent_named(current)
         return found
 
     # --- routing --------------------------------------------------------------------
@@ -187,7 +202,7 @@ class ThreadIsolatedStoreBackend(BackendProtocol):
             return None, f"{path}: no thread is named {owner!r} (names in offload paths are sanitized thread ids)"
         if own is None or owner == own:
             return self.thread_namespace(owner), None
-        if owner in self.ancestors(own):
+        if owner in self._ancestors_named(own):
             if not write:
                 return self.thread_namespace(owner), None
             return None, (
@@ -203,7 +218,7 @@ class ThreadIsolatedStoreBackend(BackendProtocol):
     def _visible(self, own: str | None) -> list[tuple[str, ...]]:
         """Namespaces a listing or search at a path owned by no thread covers: workspace, then threads."""
         if own is not None:
-            threads = [own, *self.ancestors(own)]
+            threads = [own, *self._ancestors_named(own)]
         else:
             root = (*self.prefix, "threads")
             found = self._store().list_namespaces(prefix=root, max_depth=len(root) + 1, limit=1_000_000)

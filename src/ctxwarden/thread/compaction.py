@@ -15,21 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deepagents.backends import FilesystemBackend
 from langchain_core.runnables import RunnableConfig
 
 from ctxwarden.clip.clear import CLIP_STATE_KEY
 from ctxwarden.clip.shown import current_view
 from ctxwarden.core.layers import PendingEvent
-from ctxwarden.core.layout import TRACE_FILE
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.parts import parts_of
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.core.stamp import last_stamped
-from ctxwarden.errors import CtxwardenError, WindowUnknownError
+from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.engine import DETERMINISTIC, Folder, FoldInput, FoldOutcome
 from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, folded_view
-from ctxwarden.thread.read import aread_values, opened, read_values, state_dir_of, thread_id_of
+from ctxwarden.thread.outside import agent_backend, agent_recorder
+from ctxwarden.thread.read import aread_values, opened, read_values, thread_id_of
 from ctxwarden.thread.write import COMPACTED_AFTER, awrite_state, write_state
 from ctxwarden.trace.recorder import TraceRecorder
 from ctxwarden.trace.store import TraceStore
@@ -125,34 +124,12 @@ class _Parts:
     @classmethod
     def resolve(cls, target: Any, source: Any, given: _Given) -> _Parts:
         built = parts_of(source)
-        state_dir = state_dir_of(target)
-        backend = given.backend
-        if backend is None and built is not None:
-            backend = built.backend
-        if backend is None and state_dir is not None:
-            backend = FilesystemBackend(root_dir=state_dir, virtual_mode=True)  # the operator: no thread to isolate
-        if backend is None:
-            raise CtxwardenError(
-                f"compact() cannot tell where {type(source).__name__}'s agent writes its history files: it was not "
-                "built by create_context_agent and its checkpointer is not SQLite in a state dir. "
-                "Fix: pass backend=<the agent's backend> (and trace=<its trace>)."
-            )
-        trace = given.trace
-        if isinstance(trace, TraceRecorder):
-            recorder = trace
-        elif trace is not None:
-            recorder = TraceRecorder(trace)
-        elif built is not None:
-            recorder = built.recorder
-        else:
-            found = state_dir / TRACE_FILE if state_dir is not None else None
-            recorder = TraceRecorder(found if found is not None and found.is_file() else None)
         summarizer = given.summarizer
         if summarizer is None:
             summarizer = built.summarizer if built is not None and built.summarizer is not None else DETERMINISTIC
         return cls(
-            backend=backend,
-            recorder=recorder,
+            backend=agent_backend(target, source, given.backend, "compact()"),
+            recorder=agent_recorder(target, source, given.trace),
             policy=given.policy or (built.policy if built is not None else DEFAULT_POLICY),
             meter=given.meter or (built.meter if built is not None else TokenMeter()),
             summarizer=summarizer,

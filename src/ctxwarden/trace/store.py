@@ -53,6 +53,7 @@ KINDS = (
     "context_clear",
     "context_compaction",
     "fold_held",
+    "thread_deleted",
 )
 """Event kinds ctxwarden writes; other kinds are accepted too."""
 
