@@ -193,6 +193,7 @@ def test_a_multibar_display_past_the_emulator_budget_is_drawn_exactly_as_pyte_dr
     assert fast.screen_lines == raw.count("\n") + 1
     monkeypatch.setattr(terminal, "fast_screen", lambda *_args: None)
     monkeypatch.setattr(terminal, "SCREEN_BUDGET_CHARS", 10 * len(raw))
+    monkeypatch.setattr(terminal, "PYTE_CELL_BUDGET", 10 * len(raw) ** 2)
     assert fast.text == render(raw).text  # the same region, every character through pyte
 
 
@@ -223,6 +224,17 @@ def test_the_fast_screen_draws_what_pyte_draws(atoms: list[str], rows: int, colu
     assert fast_draw.fast_screen(data, rows, columns) == terminal._screen(data, rows, columns)
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_ATOMS), max_size=40), st.integers(1, 4), st.integers(1, 8))
+def test_the_fast_screen_draws_what_pyte_draws_once_its_rows_are_kept_as_lists(
+    atoms: list[str], rows: int, columns: int
+) -> None:
+    data = "".join(atoms)  # as above, with every row past two cells kept as a `Row`
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fast_draw, "SHORT_ROW", 2)
+        assert fast_draw.fast_screen(data, rows, columns) == terminal._screen(data, rows, columns)
+
+
 def test_sequences_pyte_cannot_read_leave_the_output_arriving(tmp_path: Path) -> None:
     raw = "start\n\x1b[?1mprivate colour\x1b[?2A up\n\x1b[²mfar digits\rFAR\nend\n"
     shown = render(raw).text
@@ -237,7 +249,9 @@ def test_sequences_pyte_cannot_read_leave_the_output_arriving(tmp_path: Path) ->
 def test_the_emulator_draws_a_bounded_share_of_an_output_whatever_its_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     fed: list[int] = []
     feed = terminal._feed
-    monkeypatch.setattr(terminal, "_feed", lambda screen, data: fed.append(len(data)) or feed(screen, data))
+    monkeypatch.setattr(
+        terminal, "_feed", lambda screen, data, run=None: fed.append(len(data)) or feed(screen, data, run)
+    )
     line = "\r".join(f"\x1b[2C\x1b[X{i:04d} wide 漢字 frame" for i in range(20))  # an erase of characters: pyte
     raw = "\n".join([line] * 2_000)
     rendered = render(raw)
@@ -314,7 +328,9 @@ def test_a_spinner_of_two_cell_characters_is_drawn_in_time_linear_in_its_frames(
     line = "".join(f"\x1b[2K\x1b[1G⠋ 下载 {i}" for i in range(10_000))  # within the budget: pyte took 50 s on it
     fed: list[int] = []
     feed = terminal._feed
-    monkeypatch.setattr(terminal, "_feed", lambda screen, data: fed.append(len(data)) or feed(screen, data))
+    monkeypatch.setattr(
+        terminal, "_feed", lambda screen, data, run=None: fed.append(len(data)) or feed(screen, data, run)
+    )
     rendered = render(line + "\n")
     assert rendered.text == "⠋ 下载 9999\n"
     assert not fed  # pyte drew none of it
@@ -324,7 +340,9 @@ def test_a_spinner_with_tabs_is_drawn_without_pyte(monkeypatch: pytest.MonkeyPat
     line = "".join(f"\x1b[2K\x1b[1G\t⠋ step {i}" for i in range(10_000))  # pyte sorted every tab stop at each tab
     fed: list[int] = []
     feed = terminal._feed
-    monkeypatch.setattr(terminal, "_feed", lambda screen, data: fed.append(len(data)) or feed(screen, data))
+    monkeypatch.setattr(
+        terminal, "_feed", lambda screen, data, run=None: fed.append(len(data)) or feed(screen, data, run)
+    )
     assert render(line + "\n").text == "        ⠋ step 9999\n"
     assert not fed
     tabs = "a\tb\t\tc\rX\n"
@@ -369,3 +387,70 @@ def test_a_line_renders_as_the_whole_of_it_drawn_on_one_screen(atoms: list[str])
 def test_an_emoji_with_a_variation_selector_keeps_the_text_after_it() -> None:
     line = "\x1b[2K\x1b[1G⚠\ufe0f 3 vulnerabilities found (1 moderate)\x1b[X"  # an erase of a character: pyte draws it
     assert render(line + "\n").text == "⚠\ufe0f 3 vulnerabilities found (1 moderate)\n"  # pyte alone: "⚠"
+
+
+def test_a_line_erased_without_returning_is_redrawn_where_the_cursor_stands(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program that erases its line but forgets `\\r` leaves the cursor further right at every frame; each frame is
+    drawn from there, not padded from the first column again (100,000 such frames with a tab took 180 s)."""
+    moved: list[int] = []
+
+    class CountedRow(fast_draw.Row):
+        def draw(self, x: int, drawn: str) -> int:
+            moved.append(super().draw(x, drawn))
+            return moved[-1]
+
+    class CountedTextRow(fast_draw.TextRow):
+        def draw(self, x: int, drawn: str) -> int:
+            moved.append(super().draw(x, drawn))
+            return moved[-1]
+
+    monkeypatch.setattr(fast_draw, "Row", CountedRow)
+    monkeypatch.setattr(fast_draw, "TextRow", CountedTextRow)
+    for frame in ("\tX\x1b[2K", "⠋ step\x1b[1K", "X\x1b[2K\x1b[1A", "\x1b[1B\tY\x1b[2K\x1b[1A\x1b[1K"):
+        rendered = render(frame * 50_000 + "done")
+        assert rendered.text.strip() == "done"
+        assert rendered.approximate_lines == 0
+    # each character drawn at the end of one row of a screen that grows to 300,000 cells: the row is not copied
+    rendered = render("X\x1b[1A" * 300_000)
+    assert rendered.text == "X" * 300_000
+    assert rendered.approximate_lines == 0
+    assert len(moved) > 500_000
+    assert sum(moved) == 0
+    assert render("ab\x1b[2Kcd").text == full_screen_lines("ab\x1b[2Kcd")[0] == "  cd"
+
+
+def test_a_drawing_that_would_move_too_many_cells_is_left_to_the_other_ways() -> None:
+    """Cursor jumps make a drawing pad more than it draws (`CSI 9999 C` then a character): past `WORK_PER_CHAR` cells
+    a character, the fast drawing gives the line up to the emulator (or, past its budget, to the approximation)."""
+    frame = "\x1b[2KX\x1b[9999CY\x1b[9999D"
+    frames = frame * 2_000
+    assert fast_draw.fast_row(frames) is None
+    few = frame * 50  # a few such jumps are what a wide display asks for
+    drawn = fast_draw.fast_row(few)
+    assert drawn == terminal._one_row(few)
+    assert drawn is not None
+    assert drawn.split() == ["X", "Y"]
+    rendered = render(f"start\n{frames}done\nend\n")  # within the emulator's budget: pyte draws it
+    assert rendered.text == f"start\n{terminal._one_row(frames + 'done')}\nend\n"
+    assert rendered.approximate_lines == 0
+
+
+def test_pyte_walks_a_bounded_number_of_cells_for_one_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delete of characters walks every cell drawn on its line: a line that does it at every frame without erasing
+    what it drew costs pyte in the square of its size (16,000 frames, 96 KB, took 7 s)."""
+    walked: list[int] = []
+    original = terminal._Screen.delete_characters
+
+    def counted(screen: Any, count: int | None = None) -> None:
+        walked.append(len(screen.buffer[screen.cursor.y]))
+        original(screen, count)
+
+    monkeypatch.setattr(terminal._Screen, "delete_characters", counted)
+    rendered = render("\n".join(["X\x1b[1P" * 15_000] * 3))  # each line within the emulator's budget of characters
+    assert sum(walked) <= terminal.PYTE_CELL_BUDGET + 15_000
+    assert rendered.approximate_lines == 3
+    assert rendered.text == "\n".join(["X" * 15_000] * 3)
+    walked.clear()
+    small = "ab\x1b[1D\x1b[1Pc"
+    assert render(small).text == full_screen_lines(small)[0] == "ac"  # within the budget: drawn by pyte
+    assert walked

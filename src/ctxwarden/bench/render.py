@@ -168,8 +168,12 @@ SPINNERS = {
     "combining": lambda i: f"\x1b[2K\x1b[1Gcafe\u0301 {i}",
     "emoji": lambda i: f"\x1b[2K\x1b[1G⚠\ufe0f {i} vulnerabilities",
     "delete": lambda i: f"\x1b[1G\x1b[P⠋ {i}",
+    "no return": lambda i: f"\t⠋ step {i}\x1b[2K",
+    "delete, no erase": lambda i: f"{i % 10}\x1b[P",
 }
-"""One line each, as spinners write it: every frame after the cursor goes back, erasing or overwriting the last."""
+"""One line each, as spinners write it: every frame after the cursor goes back, erasing or overwriting the last. The
+last two never return: the cursor runs on to the right, the first erasing its line at each frame, the second deleting
+a character where nothing follows it and erasing nothing."""
 
 
 def spinner_rows(frames: int = SPINNER_FRAMES) -> list[dict[str, Any]]:

@@ -5,6 +5,14 @@ Most of it is one- and two-cell text, carriage returns, backspaces, cursor moves
 those, these functions follow pyte's rules a text run at a time, in time linear in the input,
 and return `None` for anything else, which `ctxwarden.clip.terminal` then gives to pyte. A
 property test checks each against pyte on every mix of what it draws.
+
+A row is drawn as a list of cells after a count of blank ones (`Row`): the cursor goes on moving
+right when a program erases its line without returning (`X CSI 2K`, a spinner that forgot its
+`\r`), and a row erased is then redrawn from where the cursor stands, not padded from the first
+column again; padded every time, 100,000 such frames took 13 s, with tabs 180 s. Cursor moves
+can still make a run's blanks cost more than the run (`CSI 9999 C` then a character), so a
+drawing stops at `WORK_PER_CHAR` cells moved per character of its input, and returns `None`:
+the caller then draws the line another way.
 """
 
 from __future__ import annotations
@@ -55,6 +63,12 @@ def last_column(data: str) -> int:
     return width_bound(data) + min(MAX_COLUMN_JUMP, max((int(n) for n in COLUMN_JUMPS.findall(data)), default=0))
 
 
+WORK_PER_CHAR = 32
+"""Cells a drawing may pad or move per character of its input (above `WORK_FLOOR`) before it gives up."""
+
+WORK_FLOOR = 1_000_000
+"""Cells any drawing may pad or move: a few jumps far right are what a wide display asks for."""
+
 STUB = "\x00"
 """The cell after a two-cell character (pyte's empty stub). No text drawn here holds it: `cells` leaves a control to
 pyte."""
@@ -82,6 +96,137 @@ def _shown(row: str) -> str:
     return row.replace(STUB, "").rstrip()
 
 
+class Row:
+    """One row of cells: `lead` blank ones, then `cells`. Each method returns the cells it padded or moved beyond the
+    ones it drew, which the caller bounds (`WORK_PER_CHAR`)."""
+
+    __slots__ = ("cells", "lead")
+
+    def __init__(self) -> None:
+        self.lead = 0
+        self.cells: list[str] = []
+
+    def draw(self, x: int, drawn: str) -> int:
+        """`drawn` (one cell a character) from column `x` on."""
+        cells = self.cells
+        if not cells:
+            self.lead = x
+            cells.extend(drawn)
+            return 0
+        moved = 0
+        if x < self.lead:  # left of the blanks: the row is kept from the first column from now on
+            moved = self.lead + len(cells)
+            cells[0:0] = " " * self.lead
+            self.lead = 0
+        at = x - self.lead
+        if at > len(cells):
+            moved += at - len(cells)
+            cells.extend(" " * (at - len(cells)))
+        cells[at : at + len(drawn)] = drawn
+        return moved
+
+    def erase_to_end(self, x: int) -> int:
+        """`CSI 0 K`: column `x` and every one after it."""
+        if x <= self.lead:
+            self.clear()
+        else:
+            del self.cells[x - self.lead :]
+        return 0
+
+    def erase_to_start(self, x: int) -> int:
+        """`CSI 1 K`: every column up to `x`, `x` included."""
+        upto = x + 1 - self.lead
+        if upto <= 0:
+            return 0
+        if upto >= len(self.cells):
+            self.clear()
+            return 0
+        self.cells[:upto] = " " * upto
+        return upto
+
+    def clear(self) -> int:
+        """`CSI 2 K`: the whole row."""
+        self.lead = 0
+        self.cells.clear()
+        return 0
+
+    def shown(self) -> str:
+        """The row as a terminal shows it (two-cell characters' stubs and trailing blanks left out)."""
+        if not self.cells:
+            return ""
+        return _shown(" " * self.lead + "".join(self.cells) if self.lead else "".join(self.cells))
+
+
+SHORT_ROW = 256
+"""Cells a `TextRow` holds; a longer row is kept as a `Row`, whose draws do not copy it."""
+
+
+class TextRow:
+    """A `Row` kept as a string while it is short: a screen's rows are short and scroll off often, where joining a
+    list of cells costs more than copying the row at each draw. Past `SHORT_ROW` cells, each draw would copy a long
+    row (a character drawn at the end of a row a million cells long copies all of them): the row becomes a `Row`."""
+
+    __slots__ = ("lead", "text")
+
+    def __init__(self) -> None:
+        self.lead = 0
+        self.text = ""
+
+    def draw(self, x: int, drawn: str) -> int:
+        """`drawn` (one cell a character) from column `x` on."""
+        text = self.text
+        if not text:
+            self.lead, self.text = x, drawn
+            return 0
+        moved = 0
+        if x < self.lead:  # left of the blanks: the row is kept from the first column from now on
+            moved = self.lead + len(text)
+            text, self.lead = " " * self.lead + text, 0
+        at = x - self.lead
+        moved += max(at - len(text), 0)
+        self.text = text[:at].ljust(at) + drawn + text[at + len(drawn) :]
+        return moved
+
+    def listed(self) -> Row:
+        """This row as a `Row`."""
+        row = Row()
+        row.lead, row.cells = self.lead, list(self.text)
+        return row
+
+    def erase_to_end(self, x: int) -> int:
+        """`CSI 0 K`: column `x` and every one after it."""
+        if x <= self.lead:
+            self.clear()
+        else:
+            self.text = self.text[: x - self.lead]
+        return 0
+
+    def erase_to_start(self, x: int) -> int:
+        """`CSI 1 K`: every column up to `x`, `x` included."""
+        upto = x + 1 - self.lead
+        if upto <= 0:
+            return 0
+        if upto >= len(self.text):
+            self.clear()
+            return 0
+        self.text = " " * upto + self.text[upto:]
+        return upto
+
+    def clear(self) -> int:
+        """`CSI 2 K`: the whole row."""
+        self.lead, self.text = 0, ""
+        return 0
+
+    def shown(self) -> str:
+        """The row as a terminal shows it (two-cell characters' stubs and trailing blanks left out)."""
+        return _shown(" " * self.lead + self.text if self.lead else self.text) if self.text else ""
+
+
+def work_limit(data: str) -> int:
+    """Cells a drawing of `data` may pad or move before it gives up."""
+    return WORK_FLOOR + WORK_PER_CHAR * len(data)
+
+
 def fast_row(data: str) -> str | None:
     """What a one-row pyte screen `last_column(data) + 1` wide shows of `data`, drawn without pyte.
 
@@ -94,15 +239,18 @@ def fast_row(data: str) -> str | None:
     if any("\x1b" in text for text in parts[0::2]):
         return None
     last = last_column(data)
-    row: list[str] = []
+    row = Row()
     x = 0
+    left = work_limit(data)
     for index, part in enumerate(parts):
+        if left < 0:
+            return None
         if index % 2 == 0:
             drawn = cells(part)
             if drawn is None or x + len(drawn) > last:
                 return None
-            row.extend(" " * (x - len(row)))
-            row[x : x + len(drawn)] = drawn
+            if drawn:
+                left -= row.draw(x, drawn)
             x += len(drawn)
         elif part == "\r":
             x = 0
@@ -119,14 +267,14 @@ def fast_row(data: str) -> str | None:
             elif op == "G":
                 x = min((count or 1) - 1, last)  # to a column, counted from 1
             elif count == 0:
-                del row[x:]
+                left -= row.erase_to_end(x)
             elif count == 1:
-                row[: x + 1] = " " * min(x + 1, len(row))
+                left -= row.erase_to_start(x)
             elif count == 2:
-                row.clear()
+                left -= row.clear()
             else:
                 return None  # pyte fails on it
-    return _shown("".join(row))
+    return row.shown() if left >= 0 else None
 
 
 def fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
@@ -139,10 +287,13 @@ def fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
     LNM mode makes it), a move stops at the screen's edge, an erase writes blanks, a line scrolled off the top is
     kept."""
     parts = _FAST_CONTROL.split(data)
-    buffer = [""] * rows
+    buffer: list[TextRow | Row] = [TextRow() for _ in range(rows)]
     gone: list[str] = []
     x = y = 0
+    left = work_limit(data)
     for index, part in enumerate(parts):
+        if left < 0:
+            return None
         if index % 2 == 0:
             drawn = cells(part)
             if drawn is None:
@@ -150,10 +301,13 @@ def fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
             while drawn:
                 if x == columns:  # the last column was drawn: the next character wraps
                     x, y = 0, _down(buffer, gone, y)
-                row, take, drawn = buffer[y], drawn[: columns - x], drawn[columns - x :]
+                take, drawn = drawn[: columns - x], drawn[columns - x :]
                 if drawn[:1] == STUB:  # a two-cell character in the last column: its stub is not drawn
                     drawn = drawn[1:]
-                buffer[y] = row[:x].ljust(x) + take + row[x + len(take) :]
+                row = buffer[y]
+                left -= row.draw(x, take)
+                if isinstance(row, TextRow) and len(row.text) > SHORT_ROW:
+                    buffer[y] = row.listed()
                 x += len(take)
         elif part == "\r":
             x = 0
@@ -168,12 +322,14 @@ def fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
             elif op == "B":
                 y = min(y + (count or 1), rows - 1)
             elif count == 0:
-                buffer[y] = buffer[y][:x]
+                left -= buffer[y].erase_to_end(x)
             elif count == 1:
-                buffer[y] = " " * (x + 1) + buffer[y][x + 1 :]
+                left -= buffer[y].erase_to_start(x)
             else:
-                buffer[y] = ""
-    shown = [_shown(row) for row in buffer]
+                left -= buffer[y].clear()
+    if left < 0:
+        return None
+    shown = [row.shown() for row in buffer]
     last = max([y, *(i for i, row in enumerate(shown) if row)])
     return [*gone, *shown[: last + 1]]
 
@@ -186,12 +342,12 @@ def next_tab_stop(x: int, columns: int) -> int:
     return stop if stop < columns else columns - 1
 
 
-def _down(buffer: list[str], gone: list[str], y: int) -> int:
+def _down(buffer: list[TextRow | Row], gone: list[str], y: int) -> int:
     """The row a line feed from row `y` leads to; at the bottom, the screen scrolls and its top row is kept."""
     if y < len(buffer) - 1:
         return y + 1
-    gone.append(_shown(buffer.pop(0)))
-    buffer.append("")
+    gone.append(buffer.pop(0).shown())
+    buffer.append(TextRow())
     return y
 
 
@@ -199,12 +355,18 @@ __all__ = [
     "MAX_COLUMN_JUMP",
     "NOT_ONE_CELL",
     "PYTE_MAX_PARAMETER",
+    "SHORT_ROW",
     "STUB",
     "TAB_WIDTH",
+    "WORK_FLOOR",
+    "WORK_PER_CHAR",
+    "Row",
+    "TextRow",
     "cells",
     "fast_row",
     "fast_screen",
     "last_column",
     "next_tab_stop",
     "width_bound",
+    "work_limit",
 ]

@@ -27,8 +27,9 @@ one a terminal cannot tell apart:
   multi-bar progress displays write), `fast_screen` draws them by pyte's rules a text run at a
   time, exactly and whatever their size; otherwise pyte does.
 
-`SCREEN_BUDGET_CHARS` bounds what pyte draws of one output, one-row lines included; lines beyond
-it are rendered line by line with their escape codes stripped, and the result counts them
+`SCREEN_BUDGET_CHARS` bounds what pyte draws of one output, one-row lines included, and
+`PYTE_CELL_BUDGET` the cells its inserts and deletes of characters may move; lines beyond them
+are rendered line by line with their escape codes stripped, and the result counts them
 (`approximate_lines`). A sequence pyte fails on leaves its line to the same treatment: the
 output always arrives. Width is unbounded: a line is never wrapped, as a log shows it (every
 character counted at two cells, the most one takes, and a tab at eight).
@@ -56,6 +57,12 @@ MAX_SCREEN_ROWS = 500
 
 SCREEN_BUDGET_CHARS = 200_000
 """Characters of one output the full screen emulator may draw (about half a second); the rest go line by line."""
+
+PYTE_CELL_BUDGET = 10_000_000
+"""Cells pyte may walk for one output (under half a second). Erasing part of a line or of the screen, or
+inserting or deleting characters, walks every cell drawn on the line or the screen, so a line that does it for each
+frame without erasing what it drew costs pyte in the square of its size: 16,000 `X CSI P` frames (96 KB) took it
+7 s. Past the budget, a drawing stops as one pyte fails on does."""
 
 _INVISIBLE = re.compile(
     r"\x1b\[[0-9;:]*m"  # SGR: colours and attributes
@@ -120,7 +127,7 @@ def render(text: str) -> Rendered:
     lines = _INVISIBLE.sub("", text).replace("\r\n", "\n").split("\n")
     vertical = [i for i, line in enumerate(lines) if "\x1b" in line and _VERTICAL.search(line)]
     vertical += [i for i, line in enumerate(lines) if ("\x0b" in line or "\x0c" in line) and i not in vertical]
-    run = _Run(SCREEN_BUDGET_CHARS)
+    run = _Run(SCREEN_BUDGET_CHARS, PYTE_CELL_BUDGET)
     out: list[str] = []
     done = 0
     for start, end, rows in _regions(lines, sorted(vertical)):
@@ -159,8 +166,16 @@ class _Run:
     """One rendering: what the emulator (pyte) may still draw, and how many lines were drawn which way."""
 
     budget: int = SCREEN_BUDGET_CHARS
+    cells: int = PYTE_CELL_BUDGET
     screened: int = 0
     approximate: int = 0
+
+    def pyte_may_draw(self, data: str) -> bool:
+        """Whether pyte may draw `data` within what is left of the budget of characters (then taken from it)."""
+        if len(data) > self.budget or self.cells <= 0:
+            return False
+        self.budget -= len(data)
+        return True
 
     def line(self, line: str) -> str:
         """One line (no `\\n`) that moves the cursor only within itself, as a terminal shows it."""
@@ -190,9 +205,8 @@ class _Run:
             return _overlay(kept)
         data = "\r".join(kept)
         shown = fast_row(data)
-        if shown is None and len(data) <= self.budget:
-            self.budget -= len(data)
-            shown = _one_row(data)
+        if shown is None and self.pyte_may_draw(data):
+            shown = _one_row(data, self)
         if shown is None:
             self.approximate += 1
             stripped = _ANY_ESCAPE.sub(_backspace_kept, data)
@@ -206,9 +220,8 @@ class _Run:
         width = max(80, *map(width_bound, lines))  # a line never wraps
         data = "\n".join(line if _VERTICAL.search(line) else self.line(line) for line in lines)
         shown = fast_screen(data, rows, width + 1)
-        if shown is None and len(data) <= self.budget:
-            self.budget -= len(data)
-            shown = _screen(data, rows, width + 1)
+        if shown is None and self.pyte_may_draw(data):
+            shown = _screen(data, rows, width + 1, self)
         if shown is None:
             self.approximate += vertical
             return [self.line(_VERTICAL.sub("", line)) for line in lines]
@@ -230,32 +243,40 @@ def _backspace_kept(match: re.Match[str]) -> str:
     return match[0] if match[0] == "\b" else ""
 
 
-def _one_row(data: str) -> str | None:
-    """`data` drawn on a one-row pyte screen wide enough that nothing wraps; `None` if pyte cannot read it."""
+def _one_row(data: str, run: _Run | None = None) -> str | None:
+    """`data` drawn on a one-row pyte screen wide enough that nothing wraps; `None` if pyte cannot read it, or would
+    walk more cells than `run` has left."""
     screen = _Screen(last_column(data) + 1, 1)
-    if not _feed(screen, data):
+    if not _feed(screen, data, run):
         return None
     return "\n".join([*screen.gone, _row_text(screen.buffer[0])])
 
 
-def _screen(data: str, rows: int, columns: int) -> list[str] | None:
-    """`data` drawn on a pyte screen `rows` high; `None` if pyte cannot read it."""
+def _screen(data: str, rows: int, columns: int, run: _Run | None = None) -> list[str] | None:
+    """`data` drawn on a pyte screen `rows` high; `None` if pyte cannot read it, or would walk more cells than `run`
+    has left."""
     screen = _Screen(columns, rows)
     screen.set_mode(modes.LNM)  # a `\n` starts the next line at its first column, as a terminal's tty makes it
-    if not _feed(screen, data):
+    if not _feed(screen, data, run):
         return None
     shown = [_row_text(screen.buffer[y]) if y in screen.buffer else "" for y in range(rows)]
     last = max([screen.cursor.y, *(y for y, row in enumerate(shown) if row)])
     return [*screen.gone, *shown[: last + 1]]
 
 
-def _feed(screen: pyte.Screen, data: str) -> bool:
+def _feed(screen: _Screen, data: str, run: _Run | None = None) -> bool:
     """Draw `data` on `screen`; `False` when pyte fails on it (it raises on a few malformed sequences, such as a
-    parameter written in non-ASCII digits): the caller then strips the escape codes instead."""
+    parameter written in non-ASCII digits), or when it walks more cells than `run` has left: the caller then strips
+    the escape codes instead."""
+    if run is not None:
+        screen.walk_left = run.cells
     try:
         pyte.Stream(screen).feed(data)
     except Exception:  # pyte's failures are not typed; whatever it was, the output still arrives
         return False
+    finally:
+        if run is not None:
+            run.cells = screen.walk_left
     return True
 
 
@@ -275,6 +296,10 @@ def _row_text(row: Any) -> str:
     return "".join(row[x].data for x in range(max(row) + 1)).rstrip()
 
 
+class _TooMuchWalking(Exception):
+    """A drawing would walk more cells than its budget allows: it stops as a drawing pyte fails on does."""
+
+
 class _Screen(pyte.Screen):
     """A pyte screen that keeps the lines scrolled off its top (a terminal's scrollback), and ignores the private
     (`CSI ?`) forms of sequences pyte has no private form of (it would raise on them).
@@ -287,7 +312,20 @@ class _Screen(pyte.Screen):
 
     def __init__(self, columns: int, lines: int) -> None:
         self.gone: list[str] = []
+        self.walk_left = 1 << 62  # cells the walks below may still visit: unbounded unless a rendering's budget says
         super().__init__(columns, lines)
+
+    def _walk(self, line: Any) -> Any:
+        """`line`, once the cells of it about to be walked are taken from the budget (past it: the drawing stops)."""
+        self.walk_left -= len(line) + 1
+        if self.walk_left < 0:
+            raise _TooMuchWalking
+        return line
+
+    def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
+        for y in self.buffer if how in (0, 1, 2, 3) else ():
+            self._walk(self.buffer[y])
+        super().erase_in_display(how, *args, **kwargs)
 
     def index(self) -> None:
         top, bottom = self.margins or (0, self.lines - 1)
@@ -317,14 +355,14 @@ class _Screen(pyte.Screen):
         if how not in (0, 1, 2):
             raise ValueError(f"erase in line {how}: pyte has no such erase")  # as pyte fails: the line is stripped
         self.dirty.add(self.cursor.y)
-        line, x, end = self.buffer[self.cursor.y], self.cursor.x, self.columns
+        line, x, end = self._walk(self.buffer[self.cursor.y]), self.cursor.x, self.columns
         erased = (lambda c: x <= c < end) if how == 0 else (lambda c: c <= x) if how == 1 else (lambda c: c < end)
         for column in [c for c in line if erased(c)]:
             del line[column]
 
     def insert_characters(self, count: int | None = None) -> None:
         self.dirty.add(self.cursor.y)
-        count, line, x, end = count or 1, self.buffer[self.cursor.y], self.cursor.x, self.columns
+        count, line, x, end = count or 1, self._walk(self.buffer[self.cursor.y]), self.cursor.x, self.columns
         moved = {c + count: line[c] for c in line if x <= c and c + count <= end}  # pyte keeps one cell at `end`
         for column in [c for c in line if x <= c <= end]:
             del line[column]
@@ -332,7 +370,7 @@ class _Screen(pyte.Screen):
 
     def delete_characters(self, count: int | None = None) -> None:
         self.dirty.add(self.cursor.y)
-        count, line, x, end = count or 1, self.buffer[self.cursor.y], self.cursor.x, self.columns
+        count, line, x, end = count or 1, self._walk(self.buffer[self.cursor.y]), self.cursor.x, self.columns
         moved = {c - count: line[c] for c in line if x + count <= c <= end}
         for column in [c for c in line if x <= c < end or (c == end and x + count <= end)]:
             del line[column]
