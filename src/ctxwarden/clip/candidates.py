@@ -5,6 +5,14 @@ written), then results whose every new detail the thread shows again later, then
 results and large arguments; the newest results, and the calls that made them, stay. Each is
 read from the thread's index (`clip.index`) with the tokens hiding it frees, so ordering them
 costs a sort of the index, never a read of the thread's text.
+
+One exception, last of all: a batch past the fold threshold may clip the arguments of the
+newest calls when they alone keep the call past it, which no fold can take (a fold keeps the
+newest turn whole); a batch forced by a provider's refusal, when they are as large as a result
+evicted at arrival. A model that writes a 200 KB file sends it as one argument; kept whole,
+the call after it is over a 32k window whatever a fold takes, and the provider refuses it
+twice. Clipped, the call keeps its first line and the lines that write a file, and
+`recall(call_id=..., part="args")` returns the rest.
 """
 
 from __future__ import annotations
@@ -27,10 +35,16 @@ Rank = Callable[[ToolMessage, bool], int]
 
 
 def candidates(
-    index: ThreadIndex, messages: Sequence[BaseMessage], boundary: Boundary, masked: Mask, keep: int, rank: Rank
+    index: ThreadIndex,
+    messages: Sequence[BaseMessage],
+    boundary: Boundary,
+    masked: Mask,
+    keep: int,
+    rank: Rank,
+    newest_args_from: int | None = None,
 ) -> list[Candidate]:
     """What a batch may take beyond `boundary` and `masked`, most disposable first; the newest `keep` results and the
-    calls that made them stay."""
+    calls that made them stay, but for arguments of those calls freeing at least `newest_args_from` tokens (last)."""
     kept, kept_from = index.kept_results(keep), index.kept_callers_from(keep)
     cleared, clipped = set(boundary.results) | masked.results, set(boundary.args) | masked.args
     stale = superseded(messages)
@@ -43,9 +57,10 @@ def candidates(
                 (rank(message, result.call_id in stale), result.position, "result", result.call_id, result.saving)
             )
     found.extend(
-        (2, arg.position, "args", arg.call_id, arg.saving)
+        (2 if arg.position < kept_from else 3, arg.position, "args", arg.call_id, arg.saving)
         for arg in index.args
-        if arg.position < kept_from and arg.call_id not in clipped
+        if arg.call_id not in clipped
+        and (arg.position < kept_from or (newest_args_from is not None and arg.saving >= newest_args_from))
     )
     found.sort(key=lambda item: (item[0], item[1]))
     return [(kind, call_id, saving) for _rank, _pos, kind, call_id, saving in found]

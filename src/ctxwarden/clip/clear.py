@@ -204,7 +204,8 @@ class ClearLayer:
         cut = task_cut(index.messages, task_budget, self.meter.counter) if task_saving else None
         task_saving = task_saving if cut is not None else 0  # not cut after all: not yet answered, or blocks
         keep = 1 if budget.force else None
-        grown, freed = extend(self._candidates(messages, boundary, masked, keep=keep), boundary, need - task_saving)
+        found = self._candidates(messages, boundary, masked, keep=keep, newest_args_from=self._no_fold_fits(budget))
+        grown, freed = extend(found, boundary, need - task_saving)
         if cut is not None:
             grown, freed = dataclasses.replace(grown, task=cut[0], task_lines=cut[1]), freed + task_saving
         added = grown.results != boundary.results or grown.args != boundary.args or grown.task != boundary.task
@@ -371,12 +372,28 @@ class ClearLayer:
         return gist(text_of(message), budget, self._count_line, seen)
 
     # --- growing the boundary ------------------------------------------------------
+    def _no_fold_fits(self, budget: CallBudget) -> int | None:
+        """Raw tokens from which the newest calls' arguments are clipped too (`clip.candidates`): past the fold
+        threshold, those that alone keep the call past it, which no fold can take; after a provider's refusal, whose
+        window was smaller than said, those as large as a result evicted at arrival. `None`: the call is not urgent."""
+        if budget.force:
+            return budget.evict_over
+        if budget.used <= budget.fold_at:
+            return None
+        return max(1, int(budget.fold_at / budget.measurement.factor) - budget.measurement.fixed)
+
     def _candidates(
-        self, messages: Sequence[BaseMessage], boundary: Boundary, masked: Mask, *, keep: int | None = None
+        self,
+        messages: Sequence[BaseMessage],
+        boundary: Boundary,
+        masked: Mask,
+        *,
+        keep: int | None = None,
+        newest_args_from: int | None = None,
     ) -> list[Candidate]:
         """What a batch would take, most disposable first (`clip.candidates`); the newest `keep` results stay."""
         count = self.policy.keep_tool_results if keep is None else keep
-        return candidates(self._index(messages), messages, boundary, masked, count, self._rank)
+        return candidates(self._index(messages), messages, boundary, masked, count, self._rank, newest_args_from)
 
     def _count_line(self, line: str) -> int:
         """Tokens of one output line, each distinct line counted once (outputs repeat lines)."""
