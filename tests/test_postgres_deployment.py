@@ -382,6 +382,28 @@ def test_a_thread_moves_between_two_workers_and_nothing_is_lost(
         assert [f.content for f in load_files[thread_id]] == [
             load_page(thread_id, turn).encode() for turn in LOAD_EVICTED_TURNS
         ]
+
+    # deleting the thread: its checkpoints and files leave the database, the fork's relation to it too
+    import worker
+
+    with _agent(worker, []) as (agent, store_backend, _trace):
+        deleted = worker.delete(agent, store_backend, THREAD)
+    assert deleted.checkpoints
+    assert {evicted_path(THREAD, "tests-1").rsplit("/", 1)[0], f"/conversation_history/{THREAD}.md"} <= set(
+        deleted.paths
+    )
+    (event,) = trace.events(thread_id=THREAD, kind="thread_deleted")
+    assert sorted(event.payload["paths"]) == sorted(deleted.paths)
+    with PostgresSaver.from_conn_string(postgres_url) as saver, PostgresStore.from_conn_string(postgres_url) as store:
+        assert saver.get_tuple({"configurable": {"thread_id": THREAD}}) is None
+        backend = ThreadIsolatedStoreBackend(store)
+        gone = backend.download_files([evicted_path(THREAD, "tests-1"), f"/conversation_history/{THREAD}.md"])
+        assert [f.content for f in gone] == [None, None]
+        assert backend.ancestors(CHILD) == []
+        assert saver.get_tuple({"configurable": {"thread_id": CHILD}}) is not None  # the fork itself stays
+        for thread_id, files in load_files.items():  # every other thread's files as they were
+            paths = [evicted_path(thread_id, f"{thread_id}-{turn}") for turn in LOAD_EVICTED_TURNS]
+            assert [f.content for f in backend.download_files(paths)] == [f.content for f in files]
     trace.close()
 
 
