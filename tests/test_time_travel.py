@@ -20,7 +20,15 @@ from deepagents.backends import FilesystemBackend
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 
-from ctxwarden import DETERMINISTIC, Session, ThreadIsolatedBackend, create_context_agent
+from ctxwarden import (
+    DETERMINISTIC,
+    Session,
+    ThreadIsolatedBackend,
+    TraceStore,
+    acontext_report,
+    context_report,
+    create_context_agent,
+)
 from ctxwarden.clip import make_recall_tool
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.fold import Folds
@@ -233,3 +241,33 @@ def test_a_fold_run_again_from_an_earlier_checkpoint_keeps_each_branch_history_i
     found = next(m for m in went_on if isinstance(m, ToolMessage) and m.tool_call_id == "search")
     assert str(found.content).startswith("[ctxwarden: no line of this conversation matches")
     agent.checkpointer.conn.close()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_the_report_of_a_branch_counts_what_that_branch_did(state_dir: Path, asynchronous: bool) -> None:
+    """The trace holds both branches' events under the one thread id; the /context report of the thread counts those
+    of the branch it stands on, and a report of the first branch's checkpoint those of the first branch."""
+    global RUNS
+    RUNS = itertools.count()
+    agent = _agent(state_dir, "build")
+    first, second = _branches(agent, asynchronous)
+    config = {"configurable": {"thread_id": "travel"}}
+    trace = TraceStore(state_dir / "trace.sqlite")
+    assert len(trace.events(thread_id="travel", kind="model_usage")) == 3  # each branch's calls
+    assert len(trace.events(thread_id="travel", kind="eviction")) == 2  # each branch's run of the tool
+    reports = {}
+    for name, at in (("second", config), ("first", _newest_of(agent, config, first))):
+        reports[name] = asyncio.run(acontext_report(agent, at)) if asynchronous else context_report(agent, at)
+    for name, messages in (("first", first), ("second", second)):
+        report = reports[name]
+        calls = sum(isinstance(m, AIMessage) for m in messages)
+        assert report.calls == calls == 2
+        assert report.spend["main"]["calls"] == calls, name  # not 3: the other branch's call is not this one's
+        assert report.lifecycle["eviction"]["count"] == 1, name
+    agent.checkpointer.conn.close()
+
+
+def _newest_of(agent: Any, config: dict[str, Any], messages: list[Any]) -> dict[str, Any]:
+    """The config of the newest checkpoint whose messages are `messages` (a branch's end)."""
+    ids = [m.id for m in messages]
+    return next(s.config for s in agent.get_state_history(config) if [m.id for m in s.values["messages"]] == ids)

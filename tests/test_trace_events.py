@@ -70,9 +70,11 @@ def test_reported_usage_is_recorded_as_reported(state_dir: Path) -> None:
     )
     agent = create_context_agent(scripted_model([reply], window=8_000), state_dir=state_dir)
     agent.invoke({"messages": [("user", "hi")]}, CONFIG)
+    (before_call,) = [s.config for s in agent.get_state_history(CONFIG) if s.next == ("model",)]
     agent.checkpointer.conn.close()
     (usage,) = _trace(state_dir).events(kind="model_usage")
     assert usage.payload | {"measured_input_tokens": 0} == {
+        "checkpoint": before_call["configurable"]["checkpoint_id"],  # the step's own: which branch it belongs to
         "role": "main",
         "window": 8_000,
         "measured_input_tokens": 0,
@@ -102,7 +104,12 @@ def test_a_model_switch_is_recorded(state_dir: Path) -> None:
     small.invoke({"messages": [("user", "two")]}, CONFIG)
     small.checkpointer.conn.close()
     (switch,) = _trace(state_dir).events(kind="model_switch")
-    assert switch.payload == {"from_model": "big", "to_model": "small", "from_window": 200_000, "to_window": 8_000}
+    assert {k: v for k, v in switch.payload.items() if k != "checkpoint"} == {
+        "from_model": "big",
+        "to_model": "small",
+        "from_window": 200_000,
+        "to_window": 8_000,
+    }
 
 
 def test_a_measured_overflow_is_recorded(state_dir: Path) -> None:

@@ -54,6 +54,21 @@ def step_context() -> tuple[str | None, str, str | None]:
     return (str(thread) if thread is not None else None), namespace, (str(run) if run is not None else None)
 
 
+def step_checkpoint() -> str | None:
+    """The id of the top-level checkpoint the running step was computed from, or `None` outside a step.
+
+    A thread resumed from an earlier checkpoint (time travel, Studio's edit of a message) goes on in a branch of its
+    own under the same thread id; the checkpoint a step came from says which branch its work belongs to."""
+    try:
+        from langgraph.config import get_config
+
+        config = get_config()
+    except RuntimeError:
+        return None
+    found = ((config.get("configurable") or {}).get("checkpoint_map") or {}).get("")
+    return str(found) if found else None
+
+
 def thread_key() -> str:
     """The thread of the step being run and its namespace, as one key (a subagent's calls are a thread of their own)."""
     thread_id, namespace, _run = step_context()
@@ -76,4 +91,4 @@ def check_thread_id() -> None:
         )
 
 
-__all__ = ["agent_tool", "check_thread_id", "running_agent_tool", "step_context", "thread_key"]
+__all__ = ["agent_tool", "check_thread_id", "running_agent_tool", "step_checkpoint", "step_context", "thread_key"]

@@ -39,7 +39,7 @@ from ctxwarden.replay.model import ReplayChatModel
 from ctxwarden.replay.recording import Recording, load_recording
 from ctxwarden.replay.tools import replay_tools
 from ctxwarden.report import ContextReport, build_report
-from ctxwarden.report.build import trace_counts
+from ctxwarden.report.counts import trace_counts
 from ctxwarden.report.plot import usage_plot
 from ctxwarden.stack.build import create_context_agent
 from ctxwarden.thread.view import last_call_view

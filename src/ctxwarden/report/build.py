@@ -40,16 +40,16 @@ from ctxwarden.errors import UnknownThreadError, WindowUnknownError
 from ctxwarden.fold.state import FOLD_STATE_KEY, is_summary
 from ctxwarden.report import forecast as forecasting
 from ctxwarden.report.context import ContextReport
+from ctxwarden.report.counts import trace_counts
 from ctxwarden.report.figures import CATEGORIES, PLACEHOLDER_TOKENS
 from ctxwarden.stack.discover import trace_of
+from ctxwarden.thread.branch import Branch, abranch_of, branch_of
 from ctxwarden.thread.checkpoints import checkpointer_of
-from ctxwarden.thread.history import history_started
-from ctxwarden.thread.read import aread_values, read_values, state_dir_of, thread_id_of
+from ctxwarden.thread.read import aread_values, opened, read_values, state_dir_of, thread_id_of
 from ctxwarden.thread.remote import is_served
 from ctxwarden.thread.view import model_view
 from ctxwarden.thread.write import COMPACTED_AFTER
-from ctxwarden.trace.store import LIFECYCLE_KINDS, TraceStore
-from ctxwarden.trace.totals import lifecycle_of, spend_of
+from ctxwarden.trace.store import TraceStore
 
 
 def build_report(
@@ -237,7 +237,11 @@ def context_report(
     values = read_values(source, config)
     thread = thread_id_of(config)
     store = _trace_for(source, trace)
-    done = trace_counts(store, thread, values) if store is not None else None
+    if store is None:
+        return _report(values, thread, None, policy=policy, meter=meter, model=model)
+    with opened(source) as target:
+        branch = branch_of(target, config)
+    done = trace_counts(store, thread, values, branch)
     return _report(values, thread, done, policy=policy, meter=meter, model=model)
 
 
@@ -255,45 +259,19 @@ async def acontext_report(
     values = await aread_values(source, config)
     thread = thread_id_of(config)
     store = _trace_for(source, trace)
-    done = await asyncio.to_thread(trace_counts, store, thread, values) if store is not None else None
+    if store is None:
+        return _report(values, thread, None, policy=policy, meter=meter, model=model)
+    if isinstance(source, str | Path):  # a state dir opens a SQLite file: off the loop
+        branch = await asyncio.to_thread(_branch_of_state_dir, source, config)
+    else:
+        branch = await abranch_of(source, config)
+    done = await asyncio.to_thread(trace_counts, store, thread, values, branch)
     return _report(values, thread, done, policy=policy, meter=meter, model=model)
 
 
-def trace_counts(
-    store: TraceStore, thread: str, values: Mapping[str, Any] | None
-) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
-    """The spend and the lifecycle of the thread's current history: its trace events since the history began.
-
-    A thread id can be reused (a new in-memory thread, the same script run again): only
-    the events recorded since this history's first model call are its own
-    (`thread.history`). A thread that never recorded its start counts every event of its id.
-    """
-    started = history_started(values)
-    if started is None:
-        return store.spend(thread), store.lifecycle(thread)
-    events = store.events(thread_id=thread, kind=("model_usage", *LIFECYCLE_KINDS), since=started)
-    spend: dict[str, list[int]] = {}
-    done: dict[str, list[int]] = {}
-    for event in events:
-        payload = event.payload
-        if event.kind == "model_usage":
-            row = spend.setdefault(str(payload.get("role") or "main"), [0, 0, 0, 0])
-            figures = (1, *(payload.get(key) or 0 for key in SPEND_KEYS))
-        elif payload.get("ok", True) in (True, 1):  # a failed fold freed nothing
-            row = done.setdefault(event.kind, [0, 0, 0])
-            figures = (1, payload.get("tokens") or 0, payload.get("freed") or 0)
-        else:
-            continue
-        for i, value in enumerate(figures):
-            row[i] += int(value)
-    return (
-        spend_of((role, *row) for role, row in sorted(spend.items())),
-        lifecycle_of((kind, *row) for kind, row in done.items()),
-    )
-
-
-SPEND_KEYS = ("input_tokens", "output_tokens", "cached_input_tokens")
-"""The `model_usage` payload figures the spend sums, in `spend_of`'s order."""
+def _branch_of_state_dir(state_dir: str | Path, config: RunnableConfig) -> Branch | None:
+    with opened(state_dir) as saver:
+        return branch_of(saver, config)
 
 
 def _report(
@@ -351,5 +329,4 @@ __all__ = [
     "compacted_since_last_call",
     "context_report",
     "gauge_notes_of",
-    "trace_counts",
 ]

@@ -4,7 +4,9 @@ Recording must never break the agent: a trace that cannot be written (read-only 
 full disk) costs the event, counted in `failures` and logged, never the run. Thread,
 checkpoint namespace and run are read from the LangGraph config of the step being
 run, so callers pass only the kind and the payload; a subagent's events carry its
-namespace.
+namespace. An event recorded in a step also names, in its payload (`checkpoint`), the
+checkpoint the step was computed from: the /context report counts only the events of the
+thread's current branch (`ctxwarden.thread.branch`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from ctxwarden.core.layers import PendingEvent
-from ctxwarden.core.runtime import step_context
+from ctxwarden.core.runtime import step_checkpoint, step_context
 from ctxwarden.trace.store import TraceEvent, TraceStore
 from ctxwarden.trace.writer import LaterWriter
 
 logger = logging.getLogger("ctxwarden.trace")
+
+CHECKPOINT_KEY = "checkpoint"
+"""The payload key naming the checkpoint the step that recorded an event was computed from."""
 
 
 class TraceRecorder:
@@ -60,7 +65,9 @@ class TraceRecorder:
         Outside a LangGraph step (e.g. `compact()` from a script) pass `thread_id`.
         """
         thread, namespace, run = step_context()
-        return TraceEvent(kind, dict(payload), thread_id or thread, namespace, run, model)
+        checkpoint = step_checkpoint()
+        body = {**payload, CHECKPOINT_KEY: checkpoint} if checkpoint is not None else dict(payload)
+        return TraceEvent(kind, body, thread_id or thread, namespace, run, model)
 
     def record(self, kind: str, payload: Mapping[str, Any], *, model: str | None = None) -> TraceEvent | None:
         """Append one event; returns it, or `None` when disabled or the write failed."""
@@ -120,4 +127,4 @@ class TraceRecorder:
             return 0
 
 
-__all__ = ["PendingEvent", "TraceRecorder", "step_context"]
+__all__ = ["CHECKPOINT_KEY", "PendingEvent", "TraceRecorder", "step_context"]
