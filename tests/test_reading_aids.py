@@ -55,10 +55,13 @@ def test_recall_pages_end_on_line_boundaries_and_add_up_to_the_original(limit: i
 def test_a_line_longer_than_a_page_is_split_with_a_marker() -> None:
     text = "short\n" + "x" * 250 + "\nlast\n"
     first, second = page(text, 1, 100), page(text, 2, 100)
-    assert first.startswith("short\n\n[ctxwarden: characters 0-6 ")
-    assert second.startswith("x" * 100 + "\n[ctxwarden: characters 6-106 of")
-    assert "ends inside a line longer than a page" in second
+    # the page is not left six characters long before the long line: it holds the line's start
+    assert first.startswith("short\n" + "x" * 94 + "\n[ctxwarden: characters 0-100 of")
+    assert "ends inside a line longer than a page" in first
+    assert second.startswith("x" * 100 + "\n[ctxwarden: characters 100-200 of")
     assert "".join(_pages(text, 100)) == text
+    lines = "h" * 49 + "\n" + "y" * 250 + "\n"
+    assert page(lines, 1, 100).startswith(lines[:50] + "\n[ctxwarden: characters 0-50 ")  # half full: whole lines
 
 
 @pytest.mark.parametrize("calls", [2, 3])

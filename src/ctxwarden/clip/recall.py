@@ -243,7 +243,9 @@ def _calling(messages: list[BaseMessage], reference: str) -> tuple[AIMessage, An
 def page(text: str, number: int, limit: int) -> str:
     """Page `number` (from 1) of `text` in pages of at most `limit` characters, with a note saying where the rest is.
 
-    Pages end on line boundaries; a line longer than a page is split, and the note says the page ends inside it.
+    Pages end on line boundaries; a line longer than a page is split, and the note says the page ends inside it. A
+    page that would end less than half full before such a line is filled with its start instead: the arguments of a
+    call that wrote a file, as JSON, are one short line and the whole file on the next.
     """
     limit = max(1, min(limit, MAX_LIMIT), min(MAX_LIMIT, -(-len(text) // MAX_PAGES)))
     number = max(1, number)
@@ -277,7 +279,9 @@ def _pages(text: str, limit: int) -> Iterator[tuple[int, int]]:
         end = min(len(text), start + limit)
         if end < len(text):
             newline = text.rfind("\n", start, end)
-            end = newline + 1 if newline >= start else end
+            half_full = 2 * (newline + 1 - start) >= limit
+            if newline >= start and (half_full or "\n" in text[newline + 1 : newline + 1 + limit]):
+                end = newline + 1  # whole lines, unless that leaves the page half empty before a line past a page
         yield start, end
         start = end
         if start >= len(text):
