@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
-from ctxwarden.clip import fast_draw, terminal
+from ctxwarden.clip import fast_draw, pyte_screen, terminal
 from ctxwarden.clip.recall import lookup_result, make_recall_tool
 from ctxwarden.clip.terminal import full_screen_lines, needs_rendering, render
 from ctxwarden.core.meter import TokenMeter
@@ -439,13 +439,13 @@ def test_pyte_walks_a_bounded_number_of_cells_for_one_output(monkeypatch: pytest
     """A delete of characters walks every cell drawn on its line: a line that does it at every frame without erasing
     what it drew costs pyte in the square of its size (16,000 frames, 96 KB, took 7 s)."""
     walked: list[int] = []
-    original = terminal._Screen.delete_characters
+    original = pyte_screen.Screen.delete_characters
 
     def counted(screen: Any, count: int | None = None) -> None:
         walked.append(len(screen.buffer[screen.cursor.y]))
         original(screen, count)
 
-    monkeypatch.setattr(terminal._Screen, "delete_characters", counted)
+    monkeypatch.setattr(pyte_screen.Screen, "delete_characters", counted)
     rendered = render("\n".join(["X\x1b[1P" * 15_000] * 3))  # each line within the emulator's budget of characters
     assert sum(walked) <= terminal.PYTE_CELL_BUDGET + 15_000
     assert rendered.approximate_lines == 3

@@ -25,6 +25,7 @@ from ctxwarden.clip.boundary import Boundary
 from ctxwarden.clip.index import ThreadIndex
 from ctxwarden.clip.mask import Mask
 from ctxwarden.clip.order import superseded
+from ctxwarden.core.layers import CallBudget
 from ctxwarden.core.task import task_excess
 
 Candidate = tuple[str, str, float]
@@ -64,6 +65,18 @@ def candidates(
     )
     found.sort(key=lambda item: (item[0], item[1]))
     return [(kind, call_id, saving) for _rank, _pos, kind, call_id, saving in found]
+
+
+def newest_args_bar(budget: CallBudget) -> int | None:
+    """Raw tokens from which a batch for `budget` clips the newest calls' arguments too (see the module docstring):
+    past the fold threshold, those that alone keep the call past it, which no fold can take; after a provider's
+    refusal, whose window was smaller than said, those as large as a result evicted at arrival. `None`: the call is
+    not urgent."""
+    if budget.force:
+        return budget.evict_over
+    if budget.used <= budget.fold_at:
+        return None
+    return max(1, int(budget.fold_at / budget.measurement.factor) - budget.measurement.fixed)
 
 
 def extend(found: Iterable[Candidate], boundary: Boundary, need: float) -> tuple[Boundary, float]:

@@ -43,7 +43,15 @@ from ctxwarden.clip.boundary import (
     placeholder_key,
     remembered,
 )
-from ctxwarden.clip.candidates import Candidate, candidates, extend, hidden_by, may_be_worth_it, task_saving_of
+from ctxwarden.clip.candidates import (
+    Candidate,
+    candidates,
+    extend,
+    hidden_by,
+    may_be_worth_it,
+    newest_args_bar,
+    task_saving_of,
+)
 from ctxwarden.clip.carried import NOTHING, Carried, Carrier, carried_in
 from ctxwarden.clip.index import MAX_THREADS, ThreadIndex, result_saving
 from ctxwarden.clip.ledger import ThreadLedgers, TokenLedger
@@ -204,7 +212,7 @@ class ClearLayer:
         cut = task_cut(index.messages, task_budget, self.meter.counter) if task_saving else None
         task_saving = task_saving if cut is not None else 0  # not cut after all: not yet answered, or blocks
         keep = 1 if budget.force else None
-        found = self._candidates(messages, boundary, masked, keep=keep, newest_args_from=self._no_fold_fits(budget))
+        found = self._candidates(messages, boundary, masked, keep=keep, newest_args_from=newest_args_bar(budget))
         grown, freed = extend(found, boundary, need - task_saving)
         if cut is not None:
             grown, freed = dataclasses.replace(grown, task=cut[0], task_lines=cut[1]), freed + task_saving
@@ -372,16 +380,6 @@ class ClearLayer:
         return gist(text_of(message), budget, self._count_line, seen)
 
     # --- growing the boundary ------------------------------------------------------
-    def _no_fold_fits(self, budget: CallBudget) -> int | None:
-        """Raw tokens from which the newest calls' arguments are clipped too (`clip.candidates`): past the fold
-        threshold, those that alone keep the call past it, which no fold can take; after a provider's refusal, whose
-        window was smaller than said, those as large as a result evicted at arrival. `None`: the call is not urgent."""
-        if budget.force:
-            return budget.evict_over
-        if budget.used <= budget.fold_at:
-            return None
-        return max(1, int(budget.fold_at / budget.measurement.factor) - budget.measurement.fixed)
-
     def _candidates(
         self,
         messages: Sequence[BaseMessage],

@@ -37,17 +37,14 @@ character counted at two cells, the most one takes, and a tab at eight).
 
 from __future__ import annotations
 
-import inspect
 import re
-import unicodedata
 from dataclasses import dataclass
-from typing import Any
 
 import pyte
 from pyte import modes
-from pyte.screens import wcwidth
 
-from ctxwarden.clip.fast_draw import NOT_ONE_CELL, fast_row, fast_screen, last_column, next_tab_stop, width_bound
+from ctxwarden.clip.fast_draw import NOT_ONE_CELL, fast_row, fast_screen, last_column, width_bound
+from ctxwarden.clip.pyte_screen import Screen, row_text
 
 SCREEN_ROWS = 24
 """Height of the screen lines that move the cursor vertically are drawn on, unless they say they assumed more."""
@@ -246,25 +243,25 @@ def _backspace_kept(match: re.Match[str]) -> str:
 def _one_row(data: str, run: _Run | None = None) -> str | None:
     """`data` drawn on a one-row pyte screen wide enough that nothing wraps; `None` if pyte cannot read it, or would
     walk more cells than `run` has left."""
-    screen = _Screen(last_column(data) + 1, 1)
+    screen = Screen(last_column(data) + 1, 1)
     if not _feed(screen, data, run):
         return None
-    return "\n".join([*screen.gone, _row_text(screen.buffer[0])])
+    return "\n".join([*screen.gone, row_text(screen.buffer[0])])
 
 
 def _screen(data: str, rows: int, columns: int, run: _Run | None = None) -> list[str] | None:
     """`data` drawn on a pyte screen `rows` high; `None` if pyte cannot read it, or would walk more cells than `run`
     has left."""
-    screen = _Screen(columns, rows)
+    screen = Screen(columns, rows)
     screen.set_mode(modes.LNM)  # a `\n` starts the next line at its first column, as a terminal's tty makes it
     if not _feed(screen, data, run):
         return None
-    shown = [_row_text(screen.buffer[y]) if y in screen.buffer else "" for y in range(rows)]
+    shown = [row_text(screen.buffer[y]) if y in screen.buffer else "" for y in range(rows)]
     last = max([screen.cursor.y, *(y for y, row in enumerate(shown) if row)])
     return [*screen.gone, *shown[: last + 1]]
 
 
-def _feed(screen: _Screen, data: str, run: _Run | None = None) -> bool:
+def _feed(screen: Screen, data: str, run: _Run | None = None) -> bool:
     """Draw `data` on `screen`; `False` when pyte fails on it (it raises on a few malformed sequences, such as a
     parameter written in non-ASCII digits), or when it walks more cells than `run` has left: the caller then strips
     the escape codes instead."""
@@ -283,128 +280,11 @@ def _feed(screen: _Screen, data: str, run: _Run | None = None) -> bool:
 def full_screen_lines(text: str, rows: int = SCREEN_ROWS, columns: int = 1_000) -> list[str]:
     """The non-blank lines a terminal `rows` high shows of `text` at the end, its scrollback included: the whole of
     `text` drawn on one pyte screen, with no shortcut (slow; the reference `render` is checked against)."""
-    screen = _Screen(columns, rows)
+    screen = Screen(columns, rows)
     screen.set_mode(modes.LNM)
     pyte.Stream(screen).feed(text)
-    shown = [_row_text(screen.buffer[y]) for y in range(rows)]
+    shown = [row_text(screen.buffer[y]) for y in range(rows)]
     return [line for line in [*screen.gone, *shown] if line.strip()]
-
-
-def _row_text(row: Any) -> str:
-    if not row:
-        return ""
-    return "".join(row[x].data for x in range(max(row) + 1)).rstrip()
-
-
-class _TooMuchWalking(Exception):
-    """A drawing would walk more cells than its budget allows: it stops as a drawing pyte fails on does."""
-
-
-class _Screen(pyte.Screen):
-    """A pyte screen that keeps the lines scrolled off its top (a terminal's scrollback), and ignores the private
-    (`CSI ?`) forms of sequences pyte has no private form of (it would raise on them).
-
-    Its screens are as wide as the output is long, so what pyte does across the whole width for each sequence (erase
-    a line, insert or delete characters, find the next tab stop) is done here on the cells drawn only: an undrawn
-    cell reads as the blank an erased one does, so the text is the same and a frame costs what it drew. And a
-    zero-width character that combines nothing (an emoji's variation selector, a joiner) stays with the cell before
-    it, as a terminal shows it; pyte dropped the rest of the text after one (`⚠️ 3 vulnerabilities` came out `⚠`)."""
-
-    def __init__(self, columns: int, lines: int) -> None:
-        self.gone: list[str] = []
-        self.walk_left = 1 << 62  # cells the walks below may still visit: unbounded unless a rendering's budget says
-        super().__init__(columns, lines)
-
-    def _walk(self, line: Any) -> Any:
-        """`line`, once the cells of it about to be walked are taken from the budget (past it: the drawing stops)."""
-        self.walk_left -= len(line) + 1
-        if self.walk_left < 0:
-            raise _TooMuchWalking
-        return line
-
-    def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
-        for y in self.buffer if how in (0, 1, 2, 3) else ():
-            self._walk(self.buffer[y])
-        super().erase_in_display(how, *args, **kwargs)
-
-    def index(self) -> None:
-        top, bottom = self.margins or (0, self.lines - 1)
-        if self.cursor.y == bottom and top == 0:
-            self.gone.append(_row_text(self.buffer[0]) if 0 in self.buffer else "")
-        super().index()
-
-    def reset(self) -> None:
-        super().reset()
-        self.standard_tabs = True
-
-    def draw(self, data: str) -> None:
-        if not NOT_ONE_CELL.search(data):
-            super().draw(data)
-            return
-        start = 0
-        for index, char in enumerate(data):
-            if wcwidth(char) == 0 and not unicodedata.combining(char):
-                super().draw(data[start:index])
-                if self.cursor.x:
-                    line = self.buffer[self.cursor.y]
-                    line[self.cursor.x - 1] = line[self.cursor.x - 1]._replace(data=line[self.cursor.x - 1].data + char)
-                start = index + 1
-        super().draw(data[start:])
-
-    def erase_in_line(self, how: int = 0, private: bool = False) -> None:
-        if how not in (0, 1, 2):
-            raise ValueError(f"erase in line {how}: pyte has no such erase")  # as pyte fails: the line is stripped
-        self.dirty.add(self.cursor.y)
-        line, x, end = self._walk(self.buffer[self.cursor.y]), self.cursor.x, self.columns
-        erased = (lambda c: x <= c < end) if how == 0 else (lambda c: c <= x) if how == 1 else (lambda c: c < end)
-        for column in [c for c in line if erased(c)]:
-            del line[column]
-
-    def insert_characters(self, count: int | None = None) -> None:
-        self.dirty.add(self.cursor.y)
-        count, line, x, end = count or 1, self._walk(self.buffer[self.cursor.y]), self.cursor.x, self.columns
-        moved = {c + count: line[c] for c in line if x <= c and c + count <= end}  # pyte keeps one cell at `end`
-        for column in [c for c in line if x <= c <= end]:
-            del line[column]
-        line.update(moved)
-
-    def delete_characters(self, count: int | None = None) -> None:
-        self.dirty.add(self.cursor.y)
-        count, line, x, end = count or 1, self._walk(self.buffer[self.cursor.y]), self.cursor.x, self.columns
-        moved = {c - count: line[c] for c in line if x + count <= c <= end}
-        for column in [c for c in line if x <= c < end or (c == end and x + count <= end)]:
-            del line[column]
-        line.update(moved)
-
-    def tab(self) -> None:
-        if not self.standard_tabs:
-            super().tab()
-            return
-        self.cursor.x = next_tab_stop(self.cursor.x, self.columns)
-
-    def set_tab_stop(self) -> None:
-        self.standard_tabs = False
-        super().set_tab_stop()
-
-    def clear_tab_stop(self, how: int = 0) -> None:
-        self.standard_tabs = False
-        super().clear_tab_stop(how)
-
-
-def _public_only(name: str) -> Any:
-    method = getattr(_Screen, name)
-
-    def call(self: pyte.Screen, *params: int, private: bool = False) -> None:
-        if not private:
-            method(self, *params)
-
-    return call
-
-
-for _name in set(pyte.Stream.csi.values()):
-    _parameters = inspect.signature(getattr(pyte.Screen, _name)).parameters.values()
-    if not any(p.name == "private" or p.kind is p.VAR_KEYWORD for p in _parameters):
-        setattr(_Screen, _name, _public_only(_name))
 
 
 __all__ = ["Rendered", "full_screen_lines", "needs_rendering", "render", "terminal_output"]
