@@ -42,10 +42,11 @@ def candidates(
     masked: Mask,
     keep: int,
     rank: Rank,
-    newest_args_from: int | None = None,
+    budget: CallBudget | None = None,
 ) -> list[Candidate]:
     """What a batch may take beyond `boundary` and `masked`, most disposable first; the newest `keep` results and the
-    calls that made them stay, but for arguments of those calls freeing at least `newest_args_from` tokens (last)."""
+    calls that made them stay, but for arguments of those calls from `newest_args_bar(budget)` tokens (last)."""
+    newest_args_from = newest_args_bar(budget) if budget is not None else None
     kept, kept_from = index.kept_results(keep), index.kept_callers_from(keep)
     cleared, clipped = set(boundary.results) | masked.results, set(boundary.args) | masked.args
     stale = superseded(messages)

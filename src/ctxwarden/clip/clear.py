@@ -43,15 +43,7 @@ from ctxwarden.clip.boundary import (
     placeholder_key,
     remembered,
 )
-from ctxwarden.clip.candidates import (
-    Candidate,
-    candidates,
-    extend,
-    hidden_by,
-    may_be_worth_it,
-    newest_args_bar,
-    task_saving_of,
-)
+from ctxwarden.clip.candidates import Candidate, candidates, extend, hidden_by, may_be_worth_it, task_saving_of
 from ctxwarden.clip.carried import NOTHING, Carried, Carrier, carried_in
 from ctxwarden.clip.index import MAX_THREADS, ThreadIndex, result_saving
 from ctxwarden.clip.ledger import ThreadLedgers, TokenLedger
@@ -212,7 +204,7 @@ class ClearLayer:
         cut = task_cut(index.messages, task_budget, self.meter.counter) if task_saving else None
         task_saving = task_saving if cut is not None else 0  # not cut after all: not yet answered, or blocks
         keep = 1 if budget.force else None
-        found = self._candidates(messages, boundary, masked, keep=keep, newest_args_from=newest_args_bar(budget))
+        found = self._candidates(messages, boundary, masked, keep=keep, budget=budget)
         grown, freed = extend(found, boundary, need - task_saving)
         if cut is not None:
             grown, freed = dataclasses.replace(grown, task=cut[0], task_lines=cut[1]), freed + task_saving
@@ -387,11 +379,12 @@ class ClearLayer:
         masked: Mask,
         *,
         keep: int | None = None,
-        newest_args_from: int | None = None,
+        budget: CallBudget | None = None,
     ) -> list[Candidate]:
-        """What a batch would take, most disposable first (`clip.candidates`); the newest `keep` results stay."""
+        """What a batch would take, most disposable first (`clip.candidates`); the newest `keep` results stay (and the
+        newest calls' arguments, unless `budget` is urgent: `clip.candidates.newest_args_bar`)."""
         count = self.policy.keep_tool_results if keep is None else keep
-        return candidates(self._index(messages), messages, boundary, masked, count, self._rank, newest_args_from)
+        return candidates(self._index(messages), messages, boundary, masked, count, self._rank, budget)
 
     def _count_line(self, line: str) -> int:
         """Tokens of one output line, each distinct line counted once (outputs repeat lines)."""
