@@ -11,9 +11,11 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
+from ctxwarden import create_context_agent
 from ctxwarden.clip.recall import lookup_result
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.stamp import METADATA_KEY
+from ctxwarden.replay import scripted_model
 from ctxwarden.stack.build import context_middleware
 from ctxwarden.stack.middleware import ContextWindowMiddleware
 
@@ -113,3 +115,23 @@ def test_binary_bytes_are_shown_as_python_writes_them_by_their_ends_and_never_re
     assert record["rendered"] is False  # bytes of a file are not a terminal's output
     assert (tmp_path / record["raw_path"].lstrip("/")).read_bytes() == payload
     assert lookup_result(messages, "c1", backend, raw=True) == (repr(payload), None)
+
+
+def test_a_search_after_a_binary_output_reads_its_raw_bytes_without_failing(tmp_path: Path) -> None:
+    @tool
+    def dump(x: int) -> bytes:
+        """Dump a binary file."""
+        return b"\x89binary \xff\xfe needle " * 2_000
+
+    replies = [
+        AIMessage("", tool_calls=[{"name": "dump", "args": {"x": 1}, "id": "d1"}]),
+        AIMessage("", tool_calls=[{"name": "recall", "args": {"query": "needle"}, "id": "s1"}]),
+        AIMessage("done"),
+    ]
+    agent = create_context_agent(scripted_model(replies, window=32_000), [dump], state_dir=tmp_path)
+    out = agent.invoke(
+        {"messages": [("user", "go")]}, {"configurable": {"thread_id": "t"}}
+    )  # UnicodeDecodeError before
+    found = next(m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "s1")
+    assert "needle" in found.content
+    assert "line 1 [evicted]" in found.content

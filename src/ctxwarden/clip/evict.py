@@ -22,7 +22,7 @@ its size (a checkpoint cannot store those bytes exactly), shown as U+FFFD.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,11 +30,20 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
+from ctxwarden.clip.media_files import (
+    MEDIA_SUFFIX,
+    MEDIA_WINDOW_SHARE,
+    keep_in_view,
+    media_bytes,
+    media_note,
+    media_path,
+)
 from ctxwarden.clip.names import content_hash, issuing_key, recall_id, result_path, variant_path
 from ctxwarden.clip.preview import preview
 from ctxwarden.clip.render import RAW_SUFFIX, SURROGATES, Arrival
 from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layers import PendingEvent
+from ctxwarden.core.media import media_of
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import step_context
@@ -69,20 +78,25 @@ class Evictor:
     def __post_init__(self) -> None:
         self.arrival = Arrival(self.policy, self.meter)
 
+    def window(self, request: ToolCallRequest) -> int | None:
+        """The window of the model that made this call (`None` when no call of the thread has said)."""
+        if self.policy.window is not None:
+            return self.policy.window
+        messages = (request.state or {}).get("messages", []) if isinstance(request.state, dict) else []
+        found = last_stamped(messages, limit=RECENT)
+        return int(found[1]["window"]) if found else None
+
     def threshold(self, request: ToolCallRequest) -> int:
         """Tokens above which this call's result is evicted: from the window of the model that called it."""
-        window = self.policy.window
-        if window is None:
-            messages = (request.state or {}).get("messages", []) if isinstance(request.state, dict) else []
-            found = last_stamped(messages, limit=RECENT)
-            window = int(found[1]["window"]) if found else None
+        window = self.window(request)
         return self.policy.evict_threshold(window) if window else self.policy.evict_max_tokens
 
     def plan(
         self, request: ToolCallRequest, message: ToolMessage, taken: bool = False
-    ) -> tuple[str, bytes, ToolMessage, dict] | None:
+    ) -> tuple[str, bytes, ToolMessage, dict, list[tuple[str, Mapping[str, Any]]]] | None:
         """What to write and what the message becomes, or `None` when the result stays as it is (`taken`: the call's
-        file holds other bytes, so this output goes to its `variant_path`)."""
+        file holds other bytes, so this output goes to its `variant_path`); last, the images and PDFs that leave the
+        view, each with the path of its file (`clip.media_files`)."""
         if self.backend is None or message.name == RECALL_TOOL or request.tool_call.get("name") == RECALL_TOOL:
             return None
         threshold = self.threshold(request)
@@ -105,6 +119,12 @@ class Evictor:
         reference = recall_id(call_id, key)
         tool = message.name or request.tool_call.get("name") or "tool"
         readable = text if exact else _SURROGATES.sub("\ufffd", text)
+        blocks = _non_text_blocks(message)
+        moved: list[tuple[int, Mapping[str, Any]]] = []
+        if tokens > threshold:
+            window = self.window(request)
+            blocks, moved = keep_in_view(blocks, int(window * MEDIA_WINDOW_SHARE) if window else threshold)
+        folder = path + MEDIA_SUFFIX
         if tokens <= threshold:  # small, but a checkpoint cannot store its undecodable bytes exactly
             shown_text = readable
             marker = (
@@ -119,10 +139,11 @@ class Evictor:
                 f"({shown.total_chars:,} chars, "
                 f"{shown.total_lines:,} lines) to {path}; above: {shown.shown_lines:,} of its lines. "
                 f'Page through it with read_file(file_path="{path}", offset=0, limit=200), '
-                f'or get the exact text with {RECALL_TOOL}(call_id="{reference}").]'
+                f'or get the exact text with {RECALL_TOOL}(call_id="{reference}").'
+                + (media_note(folder, moved, len(media_of(message))) if moved else "")
+                + "]"
             )
         body = f"{shown_text}\n{marker}"
-        blocks = _non_text_blocks(message)
         record = {
             **(message.response_metadata.get(METADATA_KEY) or {}),
             "evicted": True,
@@ -133,6 +154,7 @@ class Evictor:
             "chars": len(text),
             "exact_utf8": exact,
             "sha256": content_hash(data),  # recall checks the file against it: an edited file is never the original
+            **({"media": [media_path(folder, n, block) for n, block in moved]} if moved else {}),
         }
         replaced = message.model_copy(
             update={
@@ -150,7 +172,8 @@ class Evictor:
             "threshold": threshold,
             "reason": "size" if tokens > threshold else "not-utf8",
         }
-        return path, data, replaced, event
+        files = [(str(file), block) for file, (_n, block) in zip(record.get("media", []), moved, strict=True)]
+        return path, data, replaced, event, files
 
     def evict(self, request: ToolCallRequest, result: ToolMessage | Command[Any]) -> tuple[Any, list[PendingEvent]]:
         return run(self._evicting(request, result))
@@ -189,10 +212,12 @@ class Evictor:
                 planned = self.plan(request, current, taken=True)
             if planned is None:
                 continue
-            path, data, replaced, event = planned
+            path, data, replaced, event, media = planned
             del planned
             error = yield from self._write(path, data)
             del data
+            for media_file, block in media:  # one file's bytes held at a time
+                error = error or (yield from self._write(media_file, media_bytes(block)))
             settled[id(message)] = (replaced, event, error)
 
         def one(message: ToolMessage) -> ToolMessage:

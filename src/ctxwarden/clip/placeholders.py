@@ -22,8 +22,10 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
+from ctxwarden.clip.media_files import media_count
 from ctxwarden.clip.names import shown_id
 from ctxwarden.core.gist import MAX_LINE_CHARS, Gist, render
+from ctxwarden.core.media import media_of
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.writes import lines_writes
 
@@ -51,7 +53,9 @@ def result_placeholder(message: ToolMessage, tokens: int, excerpt: Gist | None =
     description, and a `…` line marks each span the excerpt leaves out."""
     record = message.response_metadata.get(METADATA_KEY) or {}
     where = f"; full output in {record['path']}" if record.get("evicted") else ""
-    text = f'[cleared, {tokens:,} tokens: recall(call_id="{shown_id(message.tool_call_id)}"){where}]'
+    media = media_of(message)
+    size = f"{tokens:,} tokens" + (f", {media_count(media)}" if media else "")
+    text = f'[cleared, {size}: recall(call_id="{shown_id(message.tool_call_id)}"){where}]'
     if excerpt is not None and excerpt.shown_lines:
         text += f"\n{excerpt.text}"
     return message.model_copy(

@@ -1,14 +1,13 @@
 """`recall`: the way back for anything clearing or eviction took out of the model's view.
 
-Every placeholder names a call id; `recall(call_id)` returns that call's original
-result — read from the checkpointed thread, or, for a result evicted at arrival,
-from its file, byte for byte — `recall(call_id, part="args")` returns the call's
-original arguments, `recall(call_id, part="raw")` the output as the tool returned it (before
-it was rendered as a terminal shows it, or made readable), and `recall(call_id, part="text")` the text of the
-message that made it (left out of the view once all of that message's results are), and `recall(part="task")`
-the thread's first user message whole (clearing and folds may show it in part, `ctxwarden.core.task`). Output is paged
-(`page`, `limit`) so a recall never floods the window it is meant to spare; `page`
-pages a search's hits the same way, one argument for both.
+Every placeholder names a call id; `recall(call_id)` returns that call's original result — read from the
+checkpointed thread, or, for a result evicted at arrival, from its file, byte for byte, with its images and PDFs
+after the first page's text — `recall(call_id, part="args")` returns the call's original arguments, `recall(call_id,
+part="raw")` the output as the tool returned it (before it was rendered as a terminal shows it, or made readable),
+and `recall(call_id, part="text")` the text of the message that made it (left out of the view once all of that
+message's results are), and `recall(part="task")` the thread's first user message whole (clearing and folds may show
+it in part, `ctxwarden.core.task`). Output is paged (`page`, `limit`) so a recall never floods the window it is
+meant to spare; `page` pages a search's hits the same way, one argument for both.
 
 `recall(query=...)` searches instead: every line of everything this conversation held
 that matches, with what became of it (see `ctxwarden.clip.search`). What it searches is
@@ -35,11 +34,13 @@ from langchain_core.tools import BaseTool
 from langgraph.prebuilt import InjectedState
 
 from ctxwarden.clip.evict import RECALL_TOOL
+from ctxwarden.clip.media_files import media_count
 from ctxwarden.clip.names import TAIL_MARK, call_key, changed_file, recall_id, split_recall_id
 from ctxwarden.clip.render import from_exact
 from ctxwarden.clip.search import Source, file_sources, find, matcher, message_sources, render
 from ctxwarden.clip.search_files import own_files, reader
 from ctxwarden.core.identity import identified
+from ctxwarden.core.media import media_of
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.runtime import step_context
 from ctxwarden.core.shown_schema import ShownSchemaTool, bare_schema
@@ -146,6 +147,23 @@ def _choose(
         f"[ctxwarden: {len(found)} tool results in this thread share call id {call_id!r} (the id was reused). "
         f"Name the one you mean: {choices}.]"
     )
+
+
+def result_media(messages: list[BaseMessage], reference: str) -> list[Any]:
+    """The images and PDFs of the result `reference` names, as its message holds them (clearing leaves them out of
+    view)."""
+    resolved = resolve(messages, reference)
+    if isinstance(resolved, str):
+        return []
+    message, _why = _choose(answers(messages, resolved[0]), *resolved)
+    return media_of(message) if message is not None else []
+
+
+def with_media(text: str, media: list[Any]) -> str | list[Any]:
+    """`text`, followed by `media` (images, PDFs) when there are any (a tool's answer can hold both)."""
+    if not media:
+        return text
+    return [{"type": "text", "text": f"{text}\n[ctxwarden: this result's {media_count(media)} follow.]"}, *media]
 
 
 def _first_line(message: ToolMessage) -> str:
@@ -310,7 +328,7 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
         page: int = 1,
         part: Literal["result", "raw", "args", "text", "task"] = "result",
         limit: int = DEFAULT_LIMIT,
-    ) -> str:
+    ) -> str | list[Any]:
         if part == "task":  # the task shown in part: the thread's first user message, whole
             task = next((m for m in state.get("messages", []) if isinstance(m, HumanMessage)), None)
             return page_of(text_of(task), page, limit) if task is not None else "[ctxwarden: this thread has no task.]"
@@ -329,7 +347,9 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
                 return f"[ctxwarden: this thread has no tool call with call id {call_id!r}; check the placeholder.]"
             return page_of(text, page, limit)
         found, why = lookup_result(messages, call_id, backend, raw=part == "raw")
-        return page_of(found, page, limit) if found is not None else str(why)
+        if found is None:
+            return str(why)
+        return with_media(page_of(found, page, limit), result_media(messages, call_id) if page == 1 else [])
 
     return ShownSchemaTool.from_function(func=recall, name=RECALL_TOOL, description=DESCRIPTION, shown=SHOWN_SCHEMA)
 

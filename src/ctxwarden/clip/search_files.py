@@ -15,6 +15,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
+from ctxwarden.clip.media_files import MEDIA_FILE
 from ctxwarden.core.layout import HISTORY_DIR, HISTORY_PART, LARGE_RESULTS_DIR, folder_name
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import decode
@@ -54,6 +55,7 @@ def own_files(
         for p in dict.fromkeys(paths)
         if p not in held
         and not parts.fullmatch(p)
+        and not MEDIA_FILE.fullmatch(p)  # an evicted result's images and PDFs, not text to search
         and (p in raw or not p.startswith(results) or "/" in p[len(results) :])  # a subagent's: its own folder
     ]
 
@@ -85,9 +87,18 @@ def reader(backend: Any) -> Reader:
             answers = backend.download_files(list(paths))
         except Exception:  # a backend that raises instead of reporting
             return {}
-        return {str(a.path): decode(a.content) for a in answers if a.error is None and a.content is not None and a.path}
+        return {str(a.path): _text(a.content) for a in answers if a.error is None and a.content is not None and a.path}
 
     return read
+
+
+def _text(data: bytes) -> str:
+    """The text of a file to search: as ctxwarden wrote it, or, for bytes that are not text (a tool's `bytes` kept raw,
+    a subagent's binary file), with each undecodable byte as U+FFFD: a search shows lines, it never returns a file."""
+    try:
+        return decode(data)
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace")
 
 
 __all__ = ["Reader", "own_files", "reader", "record_of"]

@@ -27,7 +27,8 @@ A message that carries its own count (`core.stamp`: replies and tool results sta
 by the stack) is never tokenized again, by this process or by the next one that loads
 the thread — a cold start reads counts instead of recounting the history.
 
-Counts are calibrated per model against the provider's reported
+An image is counted by its width and height and a PDF by its pages (`core.media`), as providers bill them;
+`tokens_per_image` sets a flat count per image instead. Counts are calibrated per model against the provider's reported
 `usage_metadata["input_tokens"]`.
 """
 
@@ -54,6 +55,7 @@ from ctxwarden.core.counters import (
 )
 from ctxwarden.core.list_totals import ListTotals
 from ctxwarden.core.measurement import Measurement
+from ctxwarden.core.media import is_image, is_media, media_tokens
 from ctxwarden.core.stamp import COUNT_KEY, carried, count_record
 
 MAX_TOOLS = 256
@@ -68,7 +70,7 @@ class TokenMeter:
         counter: TextCounter | Callable[[str], int] | None = None,
         *,
         tokens_per_message: int = 3,
-        tokens_per_image: int = 85,
+        tokens_per_image: int | None = None,
         max_cached_messages: int = 100_000,
         max_sequences: int = 16,
         calibration_weight: float = 0.5,
@@ -80,7 +82,8 @@ class TokenMeter:
         self.max_sequences = max_sequences
         self.calibration_weight = calibration_weight
         key = counter_key(self.counter)
-        self.count_key: str | None = None if key is None else f"{key}/{tokens_per_message}/{tokens_per_image}"
+        images = "size" if tokens_per_image is None else tokens_per_image
+        self.count_key: str | None = None if key is None else f"{key}/{tokens_per_message}/{images}"
         """What identifies this meter's counts in the counts messages carry (`None`: not carried)."""
         self._by_object: ObjectCache[int] = ObjectCache(max_cached_messages)
         self._args_by_object: ObjectCache[list[int]] = ObjectCache(max_cached_messages)
@@ -301,8 +304,9 @@ class TokenMeter:
                 tokens += count(block)
             elif isinstance(block, dict) and block.get("type") == "text":
                 tokens += count(str(block.get("text", "")))
-            elif isinstance(block, dict) and block.get("type") in {"image", "image_url"}:
-                tokens += self.tokens_per_image
+            elif is_media(block):  # by its size, not as the text of its bytes
+                fixed = self.tokens_per_image if is_image(block) else None
+                tokens += media_tokens(block) if fixed is None else fixed
             else:
                 tokens += self.counter(_json(block))
         return tokens

@@ -193,6 +193,8 @@ _RECORDED_PATHS = ("path", "raw_path")
 def _all_text(message: BaseMessage) -> str:
     record = message.response_metadata.get(METADATA_KEY) if isinstance(message, ToolMessage) else None
     paths = [str(record[key]) for key in _RECORDED_PATHS if record.get(key)] if isinstance(record, dict) else []
+    media = record.get("media") if isinstance(record, dict) else None  # the files of its images and PDFs out of view
+    paths += [str(p) for p in media] if isinstance(media, list) else []
     return "\n".join([str(message.content), *paths])
 
 
@@ -221,6 +223,8 @@ def _renamed(message: BaseMessage, moved: Mapping[str, str]) -> BaseMessage:
         metadata = {**record, **{key: moved[record[key]] for key in _RECORDED_PATHS if record.get(key) in moved}}
         if record.get("path") in moved:
             metadata["forked_from"] = record["path"]
+        if isinstance(record.get("media"), list):
+            metadata["media"] = [moved.get(str(p), p) for p in record["media"]]
         update["response_metadata"] = {**message.response_metadata, METADATA_KEY: metadata}
     return message.model_copy(update=update)
 

@@ -1,0 +1,132 @@
+"""The images and PDFs an evicted result cannot keep in view: one file each, beside its text, in the result's order.
+
+A tool can return many images at once (a video's frames, a document's pages, a browser's screenshots). Evicting
+only the text left them all in the message: thirty screenshots, 41k tokens, at a 32k window, and the run ended with
+`ContextStillTooLargeError`. An evicted result now keeps its images and PDFs in order while they fit
+`MEDIA_WINDOW_SHARE` of the window; the others are written to `<evicted file>.media/<n>-<hash>.<ext>`, where the
+agent's `read_file` shows each as an image (or a PDF). A file holds the exact bytes; one whose bytes cannot be given
+back exactly (a URL, a file id, base64 that does not decode to the same string) is kept as its block's JSON instead.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxwarden.clip.names import content_hash
+from ctxwarden.core.media import block_data, is_image, is_media, media_tokens
+
+MEDIA_WINDOW_SHARE = 0.5
+"""The share of the window an evicted result's images and PDFs may keep in view. More than the text of a result
+keeps (`evict_window_share`, 10%): text can be paged through, an image or a PDF is seen whole or not at all, so one
+the model asked for must fit; half leaves the rest of the call its room."""
+
+MEDIA_SUFFIX = ".media"
+"""The folder beside an evicted result's file that holds the images and PDFs it could not keep in view."""
+
+MEDIA_FILE = re.compile(r".*\.media/\d{3,}-[0-9a-f]{8}\.(?:png|jpg|gif|webp|pdf|json)")
+"""The path of such a file (`media_path`): search leaves these out, they are not text."""
+
+_FORMATS = (
+    (b"\x89PNG\r\n\x1a\n", "png"),
+    (b"\xff\xd8\xff", "jpg"),
+    (b"GIF8", "gif"),
+    (b"RIFF", "webp"),
+    (b"%PDF-", "pdf"),
+)
+
+
+def keep_in_view(blocks: Sequence[Any], budget: int) -> tuple[list[Any], list[tuple[int, Mapping[str, Any]]]]:
+    """The blocks an evicted result keeps (its images and PDFs in order while they fit `budget` tokens, and every
+    other block), and those it does not, each with its number among the result's images and PDFs (from 1)."""
+    kept: list[Any] = []
+    moved: list[tuple[int, Mapping[str, Any]]] = []
+    used = number = 0
+    for block in blocks:
+        if not is_media(block):
+            kept.append(block)
+            continue
+        number += 1
+        tokens = media_tokens(block)
+        if not moved and used + tokens <= budget:
+            kept.append(block)
+            used += tokens
+        else:
+            moved.append((number, block))  # after the first that does not fit, the rest follow it: order is kept
+    return kept, moved
+
+
+def media_path(folder: str, number: int, block: Mapping[str, Any]) -> str:
+    """Where block `number` goes: its number, a hash of its block (other bytes never take its name), its format."""
+    data = block_data(block)
+    named = data if data is not None else _json(block)
+    return f"{folder}/{number:03d}-{content_hash(named.encode())[:8]}.{_extension(block)}"
+
+
+def media_bytes(block: Mapping[str, Any]) -> bytes:
+    """The bytes the file of `block` holds: its own, when they give back its base64 exactly; else its JSON."""
+    exact = _exact_bytes(block)
+    return exact if exact is not None else _json(block).encode()
+
+
+def media_note(folder: str, moved: Sequence[tuple[int, Mapping[str, Any]]], total: int) -> str:
+    """The marker's sentence naming the images and PDFs that left the view and where each one is."""
+    first, last = moved[0][0], moved[-1][0]
+    kind = _kind([block for _n, block in moved], plural=first != last)
+    which = f"{kind} {first}" if first == last else f"{kind} {first} to {last}"
+    tokens = sum(media_tokens(block) for _n, block in moved)
+    return (
+        f" Its {which} of {total} ({tokens:,} tokens) {'is' if first == last else 'are'} in {folder}/, one file each, "
+        "named by number "
+        f'(read_file(file_path="{media_path(folder, *moved[0])}") shows {kind.removesuffix("s")} {first}).'
+    )
+
+
+def media_count(blocks: Sequence[Any]) -> str:
+    """`1 image`, `3 PDFs`, `4 attachments`: what a placeholder says a cleared result held."""
+    return f"{len(blocks)} {_kind(blocks, plural=len(blocks) > 1)}"
+
+
+def _kind(blocks: Sequence[Any], *, plural: bool) -> str:
+    kind = "image" if all(is_image(b) for b in blocks) else "PDF" if not any(is_image(b) for b in blocks) else None
+    return (kind or "attachment") + ("s" if plural else "")
+
+
+def _extension(block: Mapping[str, Any]) -> str:
+    exact = _exact_bytes(block)
+    return "json" if exact is None else next(name for magic, name in _FORMATS if exact.startswith(magic))
+
+
+def _exact_bytes(block: Mapping[str, Any]) -> bytes | None:
+    """The bytes of an image or PDF of a known format, when encoding them again gives its base64 back exactly (else a
+    file of them would not be the original)."""
+    data = block_data(block)
+    if not data:
+        return None
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if base64.b64encode(raw).decode() != data or not any(raw.startswith(magic) for magic, _n in _FORMATS):
+        return None
+    return raw
+
+
+def _json(block: Mapping[str, Any]) -> str:
+    return json.dumps(block, sort_keys=True, ensure_ascii=False, default=str)
+
+
+__all__ = [
+    "MEDIA_FILE",
+    "MEDIA_SUFFIX",
+    "MEDIA_WINDOW_SHARE",
+    "keep_in_view",
+    "media_bytes",
+    "media_count",
+    "media_note",
+    "media_path",
+]
