@@ -32,7 +32,6 @@ from langgraph.types import Command
 
 from ctxwarden.clip.media_files import (
     MEDIA_SUFFIX,
-    MEDIA_WINDOW_SHARE,
     keep_in_view,
     media_bytes,
     media_note,
@@ -41,6 +40,7 @@ from ctxwarden.clip.media_files import (
 from ctxwarden.clip.names import content_hash, issuing_key, recall_id, result_path, variant_path
 from ctxwarden.clip.preview import preview
 from ctxwarden.clip.render import RAW_SUFFIX, SURROGATES, Arrival
+from ctxwarden.clip.room import calls_of_reply, share
 from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.media import media_of
@@ -87,9 +87,16 @@ class Evictor:
         return int(found[1]["window"]) if found else None
 
     def threshold(self, request: ToolCallRequest) -> int:
-        """Tokens above which this call's result is evicted: from the window of the model that called it."""
+        """Tokens above which this call's result is evicted: from the window of the model that called it, and no more
+        than its share of the room the reply that made it leaves (`clip.room`)."""
         window = self.window(request)
-        return self.policy.evict_threshold(window) if window else self.policy.evict_max_tokens
+        if not window:
+            return self.policy.evict_max_tokens
+        return min(self.policy.evict_threshold(window), self.step_share(request, window))
+
+    def step_share(self, request: ToolCallRequest, window: int) -> int:
+        """Tokens this call's result may keep in view: its share of the window among its reply's calls."""
+        return share(window, calls_of_reply(_messages(request), request.tool_call.get("id")))
 
     def plan(
         self, request: ToolCallRequest, message: ToolMessage, taken: bool = False
@@ -123,7 +130,7 @@ class Evictor:
         moved: list[tuple[int, Mapping[str, Any]]] = []
         if tokens > threshold:
             window = self.window(request)
-            blocks, moved = keep_in_view(blocks, int(window * MEDIA_WINDOW_SHARE) if window else threshold)
+            blocks, moved = keep_in_view(blocks, self.step_share(request, window) if window else threshold)
         folder = path + MEDIA_SUFFIX
         if tokens <= threshold:  # small, but a checkpoint cannot store its undecodable bytes exactly
             shown_text = readable

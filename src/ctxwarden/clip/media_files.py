@@ -1,11 +1,12 @@
 """The images and PDFs an evicted result cannot keep in view: one file each, beside its text, in the result's order.
 
-A tool can return many images at once (a video's frames, a document's pages, a browser's screenshots). Evicting
-only the text left them all in the message: thirty screenshots, 41k tokens, at a 32k window, and the run ended with
-`ContextStillTooLargeError`. An evicted result now keeps its images and PDFs in order while they fit
-`MEDIA_WINDOW_SHARE` of the window; the others are written to `<evicted file>.media/<n>-<hash>.<ext>`, where the
-agent's `read_file` shows each as an image (or a PDF). A file holds the exact bytes; one whose bytes cannot be given
-back exactly (a URL, a file id, base64 that does not decode to the same string) is kept as its block's JSON instead.
+A tool can return many images at once (a video's frames, a document's pages, a browser's screenshots). Evicting only
+the text left them all in the message: thirty screenshots, 41k tokens, at a 32k window, and the run ended with
+`ContextStillTooLargeError`. An evicted result now keeps its images and PDFs in order while they fit its share of
+the window (`clip.room`); the others are written to `<evicted file>.media/<n>-<hash>.<ext>`,
+where the agent's `read_file` shows each as an image (or a PDF). A file holds the exact bytes; one whose bytes
+cannot be given back exactly (a URL, a file id, base64 that does not decode to the same string) is kept as its
+block's JSON instead.
 """
 
 from __future__ import annotations
@@ -19,11 +20,6 @@ from typing import Any
 
 from ctxwarden.clip.names import content_hash
 from ctxwarden.core.media import block_data, is_image, is_media, media_tokens
-
-MEDIA_WINDOW_SHARE = 0.5
-"""The share of the window an evicted result's images and PDFs may keep in view. More than the text of a result
-keeps (`evict_window_share`, 10%): text can be paged through, an image or a PDF is seen whole or not at all, so one
-the model asked for must fit; half leaves the rest of the call its room."""
 
 MEDIA_SUFFIX = ".media"
 """The folder beside an evicted result's file that holds the images and PDFs it could not keep in view."""
@@ -91,6 +87,26 @@ def media_count(blocks: Sequence[Any]) -> str:
     return f"{len(blocks)} {_kind(blocks, plural=len(blocks) > 1)}"
 
 
+def with_media(text: str, media: list[Any], room: int | None = None) -> str | list[Any]:
+    """`text`, followed by `media` (images, PDFs) when there are any (a tool's answer can hold both): those that fit
+    `room` tokens, in order, when the call has only that."""
+    if not media:
+        return text
+    fit = used = 0
+    for block in media:
+        used += media_tokens(block)
+        if room is not None and used > room:
+            break
+        fit += 1
+    if fit == len(media):
+        return [{"type": "text", "text": f"{text}\n[ctxwarden: this result's {media_count(media)} follow.]"}, *media]
+    note = (
+        f"\n[ctxwarden: this result holds {media_count(media)}; {fit} of them fit beside the other calls of this turn "
+        "and follow. Recall it with no other call beside it to see them all.]"
+    )
+    return [{"type": "text", "text": text + note}, *media[:fit]]
+
+
 def _kind(blocks: Sequence[Any], *, plural: bool) -> str:
     kind = "image" if all(is_image(b) for b in blocks) else "PDF" if not any(is_image(b) for b in blocks) else None
     return (kind or "attachment") + ("s" if plural else "")
@@ -123,10 +139,10 @@ def _json(block: Mapping[str, Any]) -> str:
 __all__ = [
     "MEDIA_FILE",
     "MEDIA_SUFFIX",
-    "MEDIA_WINDOW_SHARE",
     "keep_in_view",
     "media_bytes",
     "media_count",
     "media_note",
     "media_path",
+    "with_media",
 ]

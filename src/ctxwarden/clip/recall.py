@@ -34,9 +34,10 @@ from langchain_core.tools import BaseTool
 from langgraph.prebuilt import InjectedState
 
 from ctxwarden.clip.evict import RECALL_TOOL
-from ctxwarden.clip.media_files import media_count
+from ctxwarden.clip.media_files import with_media
 from ctxwarden.clip.names import TAIL_MARK, call_key, changed_file, recall_id, split_recall_id
 from ctxwarden.clip.render import from_exact
+from ctxwarden.clip.room import answer_share, page_chars
 from ctxwarden.clip.search import Source, file_sources, find, matcher, message_sources, render
 from ctxwarden.clip.search_files import own_files, reader
 from ctxwarden.core.identity import identified
@@ -159,13 +160,6 @@ def result_media(messages: list[BaseMessage], reference: str) -> list[Any]:
     return media_of(message) if message is not None else []
 
 
-def with_media(text: str, media: list[Any]) -> str | list[Any]:
-    """`text`, followed by `media` (images, PDFs) when there are any (a tool's answer can hold both)."""
-    if not media:
-        return text
-    return [{"type": "text", "text": f"{text}\n[ctxwarden: this result's {media_count(media)} follow.]"}, *media]
-
-
 def _first_line(message: ToolMessage) -> str:
     line = next((line for line in text_of(message).splitlines() if line.strip()), "")
     return line[:60]
@@ -258,12 +252,14 @@ def _calling(messages: list[BaseMessage], reference: str) -> tuple[AIMessage, An
     return found[-1] if found else None
 
 
-def page(text: str, number: int, limit: int) -> str:
+def page(text: str, number: int, limit: int, room: int | None = None) -> str:
     """Page `number` (from 1) of `text` in pages of at most `limit` characters, with a note saying where the rest is.
 
     Pages end on line boundaries; a line longer than a page is split, and the note says the page ends inside it. A
     page that would end less than half full before such a line is filled with its start instead: the arguments of a
-    call that wrote a file, as JSON, are one short line and the whole file on the next.
+    call that wrote a file, as JSON, are one short line and the whole file on the next. A page longer than `room`
+    characters (what the other calls of the turn leave this answer) shows its start, and says so: the pages stay the
+    same whoever asks, so the page after it is still the rest of the text.
     """
     limit = max(1, min(limit, MAX_LIMIT), min(MAX_LIMIT, -(-len(text) // MAX_PAGES)))
     number = max(1, number)
@@ -275,6 +271,8 @@ def page(text: str, number: int, limit: int) -> str:
     if found is None:
         return f"[ctxwarden: page {number} is empty: {len(text):,} characters make {count} page(s).]"
     offset, end = found
+    if room is not None and end - offset > room:
+        return _page_start(text, number, offset, end, room)
     if number == 1 and end == len(text):
         return text
     cut = (
@@ -284,6 +282,16 @@ def page(text: str, number: int, limit: int) -> str:
     )
     more = f"; page={number + 1} for the rest" if end < len(text) else ""
     return f"{text[offset:end]}\n[ctxwarden: characters {offset:,}-{end:,} of {len(text):,}{cut}{more}]"
+
+
+def _page_start(text: str, number: int, offset: int, end: int, room: int) -> str:
+    newline = text.rfind("\n", offset, offset + room)
+    shown = newline + 1 if newline >= offset + room // 2 else offset + room  # whole lines, unless that leaves half
+    span = f"characters {offset:,}-{shown:,} of {len(text):,}"
+    return (
+        f"{text[offset:shown]}\n[ctxwarden: {span}: the start of page {number} ({offset:,}-{end:,}), as much as the "
+        f"other calls of this turn leave room for; ask for page={number} with no other call beside it for all of it.]"
+    )
 
 
 def page_bounds(text: str, limit: int) -> list[tuple[int, int]]:
@@ -306,13 +314,21 @@ def _pages(text: str, limit: int) -> Iterator[tuple[int, int]]:
             return
 
 
-def search(state: Mapping[str, Any], scope: Scope, query: str, regex: bool, page: int, meter: TokenMeter) -> str:
-    """One page of `recall(query=...)`'s answer."""
+def search(
+    state: Mapping[str, Any],
+    scope: Scope,
+    query: str,
+    regex: bool,
+    page: int,
+    meter: TokenMeter,
+    room: int | None = None,
+) -> str:
+    """One page of `recall(query=...)`'s answer (of at most `room` tokens, when the call has only that)."""
     match = matcher(query, regex)
     if isinstance(match, str):
         return match
     hits, cut = find(scope(state), match)
-    return render(hits, cut, query, regex, page, meter.counter)
+    return render(hits, cut, query, regex, page, meter.counter, room)
 
 
 def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMeter | None = None) -> BaseTool:
@@ -329,13 +345,19 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
         part: Literal["result", "raw", "args", "text", "task"] = "result",
         limit: int = DEFAULT_LIMIT,
     ) -> str | list[Any]:
+        room = answer_share(state.get("messages", []))  # parallel calls share the room their reply leaves
+
+        def paged(text: str) -> str:
+            fits = page_chars(text, limit, room, counting.counter)
+            return page_of(text, page, limit, fits if fits < limit else None)
+
         if part == "task":  # the task shown in part: the thread's first user message, whole
             task = next((m for m in state.get("messages", []) if isinstance(m, HumanMessage)), None)
-            return page_of(text_of(task), page, limit) if task is not None else "[ctxwarden: this thread has no task.]"
+            return paged(text_of(task)) if task is not None else "[ctxwarden: this thread has no task.]"
         if not call_id:
             if not query:
                 return '[ctxwarden: pass call_id="..." (from a placeholder) or query="..." (text to search for).]'
-            return search(state, searched, query, regex, page, counting)
+            return search(state, searched, query, regex, page, counting, room)
         messages = identified(state.get("messages", []))
         resolved = resolve(messages, call_id)
         if isinstance(resolved, str):
@@ -345,11 +367,13 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
             text = original_args(messages, call_id) if part == "args" else original_text(messages, call_id)
             if text is None:
                 return f"[ctxwarden: this thread has no tool call with call id {call_id!r}; check the placeholder.]"
-            return page_of(text, page, limit)
+            return paged(text)
         found, why = lookup_result(messages, call_id, backend, raw=part == "raw")
         if found is None:
             return str(why)
-        return with_media(page_of(found, page, limit), result_media(messages, call_id) if page == 1 else [])
+        shown = paged(found)
+        media = result_media(messages, call_id) if page == 1 else []
+        return with_media(shown, media, None if room is None else room - counting.counter(shown))
 
     return ShownSchemaTool.from_function(func=recall, name=RECALL_TOOL, description=DESCRIPTION, shown=SHOWN_SCHEMA)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate, takewhile
 from typing import Any
 
 import re2  # type: ignore[import-untyped]
@@ -289,15 +290,24 @@ def describe(hit: Hit) -> str:
     return f"- {where}{label}{status}: {hit.text}"
 
 
-def render(hits: Sequence[Hit], cut: bool, query: str, regex: bool, page: int, counter: Callable[[str], int]) -> str:
-    """Page `page` of the answer: at most `PAGE_TOKENS` tokens of hits, with where to find the rest."""
+def render(
+    hits: Sequence[Hit],
+    cut: bool,
+    query: str,
+    regex: bool,
+    page: int,
+    counter: Callable[[str], int],
+    room: int | None = None,
+) -> str:
+    """Page `page` of the answer: at most `PAGE_TOKENS` tokens of hits, with where to find the rest; of a page longer
+    than `room` tokens (what the other calls of the turn leave this answer), the lines that fit, saying so."""
     kind = "regex" if regex else "text"
     if not hits:
         return (
             f"[ctxwarden: no line of this conversation matches {kind} {query!r} (searched tool results, arguments, "
             "messages, evicted and folded content, and the thread this one was forked from).]"
         )
-    pages: list[list[str]] = [[]]
+    pages: list[list[tuple[str, int]]] = [[]]
     used = 0
     for hit in hits:
         line = describe(hit)
@@ -305,7 +315,7 @@ def render(hits: Sequence[Hit], cut: bool, query: str, regex: bool, page: int, c
         if pages[-1] and used + tokens > PAGE_TOKENS:
             pages.append([])
             used = 0
-        pages[-1].append(line)
+        pages[-1].append((line, tokens))
         used += tokens
     page = max(1, page)
     visible = sum(h.visible for h in hits)
@@ -318,7 +328,15 @@ def render(hits: Sequence[Hit], cut: bool, query: str, regex: bool, page: int, c
     more = f"recall(query={query!r}{regex_arg}, page={page + 1}) for the next page. " if page < len(pages) else ""
     narrower = "More lines match than are counted: narrow the query. " if cut else ""
     tail = f'[ctxwarden: {more}{narrower}recall(call_id=...) returns a whole result (part="args": its arguments).]'
-    return "\n".join([f"{head}. Page {page} of {len(pages)}:]", *pages[page - 1], tail])
+    lines = [line for line, _tokens in pages[page - 1]]
+    running = accumulate(tokens for _line, tokens in pages[page - 1])
+    fit = len(lines) if room is None else sum(1 for _total in takewhile(lambda total: total <= room, running))
+    if fit < len(lines):
+        tail = (
+            f"[ctxwarden: the first {fit} of this page's {len(lines)} lines, as many as the other calls of this turn "
+            f"leave room for; ask for page={page} with no other call beside it for all of them.]"
+        )
+    return "\n".join([f"{head}. Page {page} of {len(pages)}:]", *lines[:fit], tail])
 
 
 __all__ = [
