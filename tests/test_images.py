@@ -36,6 +36,7 @@ from ctxwarden.core.media import (
     pdf_tokens,
 )
 from ctxwarden.core.meter import TokenMeter
+from ctxwarden.errors import ContextStillTooLargeError
 from ctxwarden.replay import ScriptedChatModel
 
 
@@ -326,3 +327,18 @@ def test_reading_a_pdf_leaves_the_window_as_it_was_sized(tmp_path: Path) -> None
     assert [b.get("type") for b in shown.content if isinstance(b, dict)][-1] == "file"  # the PDF is in view, whole
     assert not any(is_note(m) for m in after)  # before: a gauge note "958% full", and a fold
     assert len(seen) == 2  # no summarizer call
+
+
+def test_a_user_message_of_forty_screenshots_gets_an_error_that_names_it(tmp_path: Path) -> None:
+    screens = [{"type": "image", "base64": SCREEN, "mime_type": "image/png"}] * 40
+    model = Billing(messages=iter([AIMessage("never")]), profile={"max_input_tokens": 32_000})
+    agent = create_context_agent(model, [], state_dir=tmp_path, checkpointer=InMemorySaver())
+    look = HumanMessage([{"type": "text", "text": "What changed between these?"}, *screens])
+    with pytest.raises(ContextStillTooLargeError) as refused:
+        agent.invoke({"messages": [look]}, {"configurable": {"thread_id": "t"}})
+    said = str(refused.value)
+    assert "The largest message it still held: user message 1 of " in said
+    assert ", 40 images. Fix: that message alone takes 171% of the window" in said
+    assert (
+        "send it in smaller parts (fewer images at a time)" in said
+    )  # before: pass a smaller window, which cannot help

@@ -212,7 +212,9 @@ class ContextWindowMiddleware(AgentMiddleware):
             except Exception as again:
                 self.recorder.record_all(failed_call_events(again, shaped.budget))
                 if is_context_overflow(again):
-                    raise still_too_large(first.budget, shaped.budget, shaped.applied, again) from again
+                    raise still_too_large(
+                        first.budget, shaped.budget, shaped.applied, again, shaped.request.messages, self.meter
+                    ) from again
                 raise
         with FOREGROUND.call():  # the trace written in the call too: background work waits for it
             self._answer(shaped)
@@ -252,7 +254,9 @@ class ContextWindowMiddleware(AgentMiddleware):
             except Exception as again:
                 await self.recorder.arecord_all(failed_call_events(again, shaped.budget))
                 if is_context_overflow(again):
-                    raise still_too_large(first.budget, shaped.budget, shaped.applied, again) from again
+                    raise still_too_large(
+                        first.budget, shaped.budget, shaped.applied, again, shaped.request.messages, self.meter
+                    ) from again
                 raise
         with FOREGROUND.call():
             self._answer(shaped)

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from langchain_core.messages import BaseMessage
+
+from ctxwarden.clip.media_files import media_count
 from ctxwarden.core.layers import CallBudget
+from ctxwarden.core.media import media_of
+from ctxwarden.core.meter import TokenMeter
 from ctxwarden.errors import ContextStillTooLargeError, WindowTooSmallError
 
 
@@ -28,16 +33,40 @@ def with_room(budget: CallBudget) -> CallBudget:
 
 
 def still_too_large(
-    first: CallBudget, retry: CallBudget, applied: Sequence[str], error: Exception
+    first: CallBudget,
+    retry: CallBudget,
+    applied: Sequence[str],
+    error: Exception,
+    messages: Sequence[BaseMessage] = (),
+    meter: TokenMeter | None = None,
 ) -> ContextStillTooLargeError:
+    """The error for a call refused again after the forced round; it names the largest message the call still held,
+    and when that one alone takes half the window (forty screenshots in one user message), says to send it in parts:
+    no layer takes the task or the newest messages out of view, and a smaller window would not help."""
     window = retry.window
     tried = ", ".join(applied) or "nothing left to clear or fold"
+    fix = (
+        "Fix: use a model with a larger window, or pass ContextPolicy(window=...) below what the provider accepts "
+        "so ctxwarden keeps every call smaller."
+    )
+    largest = max(enumerate(messages), key=lambda m: meter.message_tokens(m[1]), default=None) if meter else None
+    held = ""
+    if largest is not None and meter is not None:
+        index, message = largest
+        tokens, media = meter.message_tokens(message), media_of(message)
+        kind = {"human": "user message", "ai": "assistant message", "tool": "tool result"}.get(message.type, "message")
+        which = f"{kind} {index + 1} of {len(messages)}, {tokens:,} tokens"
+        held = f" The largest message it still held: {which}{f', {media_count(media)}' if media else ''}."
+        if tokens * 2 > window.tokens:
+            parts = "smaller parts (fewer images at a time)" if media else "smaller parts"
+            fix = (
+                f"Fix: that message alone takes {tokens / window.tokens:.0%} of the window, and no layer takes the "
+                f"task or the newest messages out of view: send it in {parts}, or use a model with a larger window."
+            )
     return ContextStillTooLargeError(
         f"{window.model} refused the call as too long twice: first at about {first.used:,} tokens "
         f"(window {window.tokens:,}); ctxwarden then cleared and folded as far as it could ({tried}) down to about "
-        f"{retry.used:,} tokens and retried once, and the provider refused again ({error}). "
-        "Fix: use a model with a larger window, or pass ContextPolicy(window=...) below what the provider accepts "
-        "so ctxwarden keeps every call smaller."
+        f"{retry.used:,} tokens and retried once, and the provider refused again ({error}).{held} {fix}"
     )
 
 
