@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
+from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 
-from ctxwarden import ContextPolicy, ThreadIsolatedBackend, compact, create_context_agent
+from ctxwarden import ContextPolicy, ThreadIsolatedBackend, compact, context_middleware, create_context_agent
 from ctxwarden.clip.names import call_key, result_path
 from ctxwarden.replay import scripted_model
 from ctxwarden.stack.isolation import owner_of
@@ -188,3 +190,22 @@ def test_the_policy_does_not_change_isolation(state_dir: Path) -> None:
         for p in (state_dir / "large_tool_results" / "intruder").rglob("*")
         if p.is_file()
     )
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_a_run_without_a_thread_id_reaches_no_thread_s_files(state_dir: Path, how: str) -> None:
+    """A run without a checkpointer has no thread id; it was let into every thread's folder, as ctxwarden's own work
+    outside any run is, and read the owner's evicted log (`read_file`, `grep`)."""
+    _owner_thread(state_dir)
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=state_dir, virtual_mode=True))
+    model = scripted_model([_calls(*PROBES), AIMessage("done")], window=200_000)
+    agent = create_deep_agent(model, [build], backend=backend, middleware=[context_middleware(trace=False)])
+    state = {"messages": [("user", "look around")]}
+    out = agent.invoke(state) if how == "sync" else asyncio.run(agent.ainvoke(state))
+    results = {m.tool_call_id: m for m in out["messages"] if isinstance(m, ToolMessage)}
+    assert len(results) == len(PROBES)
+    for call_id, message in results.items():
+        assert SECRET not in str(message.content), (call_id, message.content)
+    for call_id in ("c0", "c1", "c3", "c4", "c9", "c10"):
+        assert "another thread" in str(results[call_id].content), results[call_id].content
+    assert "## fold 1" in (state_dir / "conversation_history" / "owner.md").read_text(encoding="utf-8")

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deepagents import create_deep_agent
 from deepagents.backends import StoreBackend
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
@@ -15,7 +16,7 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
 
-from ctxwarden import CtxwardenError, ThreadIsolatedStoreBackend, compact, create_context_agent
+from ctxwarden import CtxwardenError, ThreadIsolatedStoreBackend, compact, context_middleware, create_context_agent
 from ctxwarden.clip.names import call_key, recall_id, result_path
 from ctxwarden.fold import DETERMINISTIC
 from ctxwarden.replay import scripted_model
@@ -243,3 +244,17 @@ async def test_an_async_agent_on_async_postgres_evicts_and_recalls(postgres_url:
     assert recalled.content == LOG
     assert stored is not None
     assert stored.value["content"] == LOG
+
+
+def test_a_run_without_a_thread_id_reaches_no_thread_s_files(tmp_path: Path) -> None:
+    store = InMemoryStore()
+    backend = ThreadIsolatedStoreBackend(store)
+    _owner_thread(backend, InMemorySaver(), tmp_path)
+    model = scripted_model([_calls(*PROBES), AIMessage("done")], window=32_000)
+    agent = create_deep_agent(model, [build], backend=backend, middleware=[context_middleware(trace=False)])
+    out = agent.invoke({"messages": [("user", "look around")]})  # no checkpointer, no thread id
+    results = {m.tool_call_id: m for m in out["messages"] if isinstance(m, ToolMessage)}
+    for call_id, message in results.items():
+        assert SECRET not in str(message.content), (call_id, message.content)  # before: read_file returned it
+    for call_id in ("c0", "c1", "c2", "c7", "c8", "c9"):
+        assert "another thread" in str(results[call_id].content), results[call_id].content

@@ -28,6 +28,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 
 from ctxwarden.core.layout import LARGE_RESULTS_DIR, folder_name, safe_component
+from ctxwarden.core.runtime import NO_THREAD
 
 KEY_SEPARATOR = "#"
 """Joins a call id and its call key in a recall reference: `call_0#1a2b3c4d`."""
@@ -118,7 +119,7 @@ def result_path(thread_id: str | None, namespace: str, call_id: str, key: str | 
     The namespace separates a subagent's files from its parent's on the same thread; the
     call key separates two calls of the thread that share a call id.
     """
-    parts = [LARGE_RESULTS_DIR, folder_name(thread_id or "no-thread")]
+    parts = [LARGE_RESULTS_DIR, folder_name(thread_id or NO_THREAD)]
     if namespace:
         parts.append(folder_name(namespace))
     parts.append(f"{safe_component(call_id)}-{key}" if key else folder_name(call_id))  # the key tells calls apart

@@ -54,6 +54,25 @@ def step_context() -> tuple[str | None, str, str | None]:
     return (str(thread) if thread is not None else None), namespace, (str(run) if run is not None else None)
 
 
+NO_THREAD = "no-thread"
+"""The folder of the runs without a thread id (no checkpointer): their offloaded files go there."""
+
+
+def running_thread() -> str | None:
+    """Whose files the running step may reach: its thread id, `NO_THREAD` in a run without one, `None` outside a step.
+
+    A run without a thread id is a step all the same: it reaches the files of the runs without one, never a thread's
+    (it was let into every thread's folder, as ctxwarden's own work outside any step is)."""
+    try:
+        from langgraph.config import get_config
+
+        get_config()
+    except RuntimeError:
+        return None
+    thread = step_context()[0]
+    return NO_THREAD if thread is None else thread
+
+
 def step_checkpoint() -> str | None:
     """The id of the top-level checkpoint the running step was computed from, or `None` outside a step.
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layout import HISTORY_DIR, folder_name, history_part, is_history_part
+from ctxwarden.core.runtime import NO_THREAD
 from ctxwarden.core.text import decode, encode
 from ctxwarden.fold.transcript import section_marker
 
@@ -47,7 +48,7 @@ _VOLUME_HEAD = "<!-- ctxwarden: the folds before fold {number} are in {path} -->
 
 
 def history_path(thread_id: str | None, namespace: str) -> str:
-    thread = folder_name(thread_id or "no-thread")
+    thread = folder_name(thread_id or NO_THREAD)
     if namespace:
         return f"/{HISTORY_DIR}/{thread}/{folder_name(namespace)}.md"
     return f"/{HISTORY_DIR}/{thread}.md"

@@ -44,7 +44,7 @@ from deepagents.backends.protocol import (
 from ctxwarden.admit.memory import local_path
 from ctxwarden.core.io import Call, Steps, arun, method, run
 from ctxwarden.core.layout import DATABASES, HISTORY_DIR, LARGE_RESULTS_DIR, folder_name
-from ctxwarden.core.runtime import running_agent_tool, step_context
+from ctxwarden.core.runtime import running_agent_tool, running_thread
 
 _Listing = TypeVar("_Listing", LsResult, GlobResult, GrepResult)
 _Result = TypeVar("_Result", ReadResult, WriteResult, EditResult, DeleteResult)
@@ -83,7 +83,7 @@ def _unguessable(path: str) -> bool:
 
 
 def _current_thread() -> str | None:
-    return step_context()[0]
+    return running_thread()
 
 
 def normalized(path: str) -> str:

@@ -45,7 +45,7 @@ from langgraph.config import get_store
 from langgraph.store.base import BaseStore
 
 from ctxwarden.core.layout import folder_name, is_component, safe_component
-from ctxwarden.core.runtime import step_context
+from ctxwarden.core.runtime import running_thread
 from ctxwarden.errors import CtxwardenError
 from ctxwarden.stack.isolation import original_refusal, owner_of
 
@@ -60,7 +60,7 @@ _Listing = TypeVar("_Listing", LsResult, GlobResult, GrepResult)
 
 
 def _current_thread() -> str | None:
-    return step_context()[0]
+    return running_thread()
 
 
 def _checked(namespace: Sequence[str], what: str) -> tuple[str, ...]:
