@@ -59,18 +59,22 @@ NO_THREAD = "no-thread"
 
 
 def running_thread() -> str | None:
-    """Whose files the running step may reach: its thread id, `NO_THREAD` in a run without one, `None` outside a step.
+    """Whose files the running step may reach: its thread id, `NO_THREAD` in a graph's run without one, `None` outside
+    any graph (ctxwarden's own work, a tool invoked by hand: the operator).
 
-    A run without a thread id is a step all the same: it reaches the files of the runs without one, never a thread's
-    (it was let into every thread's folder, as ctxwarden's own work outside any step is)."""
+    A run without a thread id is a graph's step all the same: it reaches the files of the runs without one, never a
+    thread's (it was let into every thread's folder, as the operator is)."""
     try:
         from langgraph.config import get_config
 
-        get_config()
+        config = get_config()
     except RuntimeError:
         return None
     thread = step_context()[0]
-    return NO_THREAD if thread is None else thread
+    if thread is not None:
+        return thread
+    in_graph = (config.get("metadata") or {}).get("langgraph_node") is not None  # not a tool invoked by hand
+    return NO_THREAD if in_graph else None
 
 
 def step_checkpoint() -> str | None:
