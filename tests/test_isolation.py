@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deepagents import create_deep_agent
@@ -209,3 +210,65 @@ def test_a_run_without_a_thread_id_reaches_no_thread_s_files(state_dir: Path, ho
     for call_id in ("c0", "c1", "c3", "c4", "c9", "c10"):
         assert "another thread" in str(results[call_id].content), results[call_id].content
     assert "## fold 1" in (state_dir / "conversation_history" / "owner.md").read_text(encoding="utf-8")
+
+
+def test_runs_without_a_thread_id_read_their_files_by_name_and_never_list_each_other_s(tmp_path: Path) -> None:
+    """Runs without a thread id share `/large_tool_results/no-thread/`; a stateless endpoint serving several users
+    let one list and search another's evicted output there. A run reads a file there by the name its messages give
+    (a client resending its history keeps its way back); listings and searches leave the folder out."""
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+
+    def run(replies: list[AIMessage], history: list[Any] | None = None) -> list[Any]:
+        agent = create_deep_agent(
+            scripted_model([*replies, AIMessage("done")], window=32_000),
+            [build],
+            backend=backend,
+            middleware=[context_middleware(trace=False)],
+        )
+        return agent.invoke({"messages": [*(history or []), ("user", "go on")]})["messages"]
+
+    first = run([_calls(("build", {"target": "all"}))])
+    path = next(m for m in first if isinstance(m, ToolMessage)).response_metadata["ctxwarden"]["path"]
+    assert path.startswith("/large_tool_results/no-thread/")
+    probes = [
+        ("ls", {"path": "/large_tool_results/no-thread"}),
+        ("glob", {"pattern": "**/*"}),
+        ("grep", {"pattern": "owner-only"}),
+        ("grep", {"pattern": "owner-only", "path": "/large_tool_results"}),
+    ]
+    other = {m.tool_call_id: str(m.content) for m in run([_calls(*probes)]) if isinstance(m, ToolMessage)}
+    assert len(other) == len(probes)
+    assert all(SECRET not in answer and "no-thread/" not in answer for answer in other.values()), other
+    again = run(
+        [_calls(("read_file", {"file_path": path, "limit": 5}))], history=first
+    )  # the client resends its history
+    assert SECRET in str([m for m in again if isinstance(m, ToolMessage)][-1].content)
+
+
+def test_a_run_without_a_thread_id_folds_to_a_file_only_its_conversation_names(tmp_path: Path) -> None:
+    """Every run without a thread id folded into `/conversation_history/no-thread.md`, a name any run could read."""
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+
+    def run(replies: list[AIMessage], first: str) -> list[Any]:
+        agent = create_deep_agent(
+            scripted_model([*replies, AIMessage("done")], window=32_000),
+            [build],
+            backend=backend,
+            middleware=[context_middleware(trace=False, summarizer="deterministic")],
+        )
+        return agent.invoke({"messages": [("user", first)]})["messages"]
+
+    steps = [_calls(("build", {"target": f"t{i}"})) for i in range(3)]
+    run([*steps, _calls(("compact_conversation", {}))], "alice's task")
+    (history,) = (tmp_path / "conversation_history" / "no-thread").glob("*.md")
+    assert SECRET in history.read_text(encoding="utf-8")  # the folded turns: the build log's preview
+    assert not (tmp_path / "conversation_history" / "no-thread.md").exists()  # before: the one name every run shares
+    guesses = [
+        ("read_file", {"file_path": "/conversation_history/no-thread.md"}),
+        ("ls", {"path": "/conversation_history/no-thread"}),
+        ("grep", {"pattern": "alice"}),
+    ]
+    other = {
+        m.tool_call_id: str(m.content) for m in run([_calls(*guesses)], "bob's task") if isinstance(m, ToolMessage)
+    }
+    assert all(SECRET not in answer and history.stem not in answer for answer in other.values()), other

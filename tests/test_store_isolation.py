@@ -258,3 +258,25 @@ def test_a_run_without_a_thread_id_reaches_no_thread_s_files(tmp_path: Path) -> 
         assert SECRET not in str(message.content), (call_id, message.content)  # before: read_file returned it
     for call_id in ("c0", "c1", "c2", "c7", "c8", "c9"):
         assert "another thread" in str(results[call_id].content), results[call_id].content
+
+
+def test_runs_without_a_thread_id_read_their_files_by_name_and_never_list_each_other_s(tmp_path: Path) -> None:
+    backend = ThreadIsolatedStoreBackend(InMemoryStore())
+
+    def run(replies: list[AIMessage], history: list[Any] | None = None) -> list[Any]:
+        model = scripted_model([*replies, AIMessage("done")], window=32_000)
+        agent = create_deep_agent(model, [build], backend=backend, middleware=[context_middleware(trace=False)])
+        return agent.invoke({"messages": [*(history or []), ("user", "go on")]})["messages"]
+
+    first = run([_calls(("build", {"target": "all"}))])
+    path = next(m for m in first if isinstance(m, ToolMessage)).response_metadata["ctxwarden"]["path"]
+    probes = [
+        ("ls", {"path": "/large_tool_results/no-thread"}),
+        ("glob", {"pattern": "**/*"}),
+        ("grep", {"pattern": "owner-only"}),
+    ]
+    other = {m.tool_call_id: str(m.content) for m in run([_calls(*probes)]) if isinstance(m, ToolMessage)}
+    assert len(other) == len(probes)
+    assert all(SECRET not in answer and "no-thread/" not in answer for answer in other.values()), other
+    again = run([_calls(("read_file", {"file_path": path, "limit": 5}))], history=first)
+    assert SECRET in str([m for m in again if isinstance(m, ToolMessage)][-1].content)

@@ -90,7 +90,7 @@ class Folder:
             cut=cut,
             folded=folded,
             folded_raw=folded_raw,
-            path=continued_path(_last_written(given.folds), given.thread_id, given.namespace),
+            path=continued_path(_last_written(given.folds), given.thread_id, given.namespace, given.thread),
             section=history_section(number, given.thread_id, folded_raw),
             summarizer=summarizer,
             prompt=prompt,
@@ -162,7 +162,7 @@ class Folder:
         outcome = self._finish(plan, given, summary, None, gathered)
         if outcome.record is None:  # held
             return outcome
-        base = history_path(given.thread_id, given.namespace)
+        base = history_path(given.thread_id, given.namespace, given.thread)
         path, error = yield from appending(self.backend, plan.path, plan.number, plan.section, base)
         if error is None:  # written, to the branch's own file when another branch's fold has the number
             return (

@@ -29,13 +29,17 @@ written before the headings stated their length is searched as it was.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
+from collections.abc import Sequence
 from typing import Any
+
+from langchain_core.messages import BaseMessage
 
 from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layout import HISTORY_DIR, folder_name, history_part, is_history_part
 from ctxwarden.core.runtime import NO_THREAD
-from ctxwarden.core.text import decode, encode
+from ctxwarden.core.text import content_text, decode, encode
 from ctxwarden.fold.transcript import section_marker
 
 _STAGED_END = b"\n<!-- ctxwarden: staged "
@@ -47,17 +51,33 @@ _VOLUME_HEAD = "<!-- ctxwarden: the folds before fold {number} are in {path} -->
 """A part's first line, naming the file that holds the folds before it."""
 
 
-def history_path(thread_id: str | None, namespace: str) -> str:
-    thread = folder_name(thread_id or NO_THREAD)
+def history_path(thread_id: str | None, namespace: str, messages: Sequence[BaseMessage] = ()) -> str:
+    """The history file of a thread (a subagent's: its namespace's). Runs without a thread id share a folder, where
+    each conversation's file is named by a hash of its first message (`conversation_key`): a file every such run
+    could name would show one user's folded turns to another."""
+    if thread_id is None:
+        name = conversation_key(messages) + (f"-{folder_name(namespace)}" if namespace else "")
+        return f"/{HISTORY_DIR}/{NO_THREAD}/{name}.md"
+    thread = folder_name(thread_id)
     if namespace:
         return f"/{HISTORY_DIR}/{thread}/{folder_name(namespace)}.md"
     return f"/{HISTORY_DIR}/{thread}.md"
 
 
-def continued_path(last: str | None, thread_id: str | None, namespace: str) -> str:
+def conversation_key(messages: Sequence[BaseMessage]) -> str:
+    """16 hex of the first message's id (its text when it has none): the same for every run of one conversation
+    (a client resending its history), unguessable for another."""
+    first = messages[0] if messages else None
+    named = (first.id or content_text(first.content)) if first is not None else ""
+    return hashlib.sha256(f"{getattr(first, 'type', '')}:{named}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def continued_path(
+    last: str | None, thread_id: str | None, namespace: str, messages: Sequence[BaseMessage] = ()
+) -> str:
     """The history file of the next fold: the one the thread's last fold wrote, if it is this thread's (its own file
     or a part of it: a branch, or the newest volume), else the thread's own file."""
-    path = history_path(thread_id, namespace)
+    path = history_path(thread_id, namespace, messages)
     return last if last is not None and is_history_part(last, path) else path
 
 

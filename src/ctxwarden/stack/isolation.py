@@ -44,7 +44,7 @@ from deepagents.backends.protocol import (
 from ctxwarden.admit.memory import local_path
 from ctxwarden.core.io import Call, Steps, arun, method, run
 from ctxwarden.core.layout import DATABASES, HISTORY_DIR, LARGE_RESULTS_DIR, folder_name
-from ctxwarden.core.runtime import running_agent_tool, running_thread
+from ctxwarden.core.runtime import NO_THREAD, running_agent_tool, running_thread
 
 _Listing = TypeVar("_Listing", LsResult, GlobResult, GrepResult)
 _Result = TypeVar("_Result", ReadResult, WriteResult, EditResult, DeleteResult)
@@ -151,7 +151,7 @@ class ThreadIsolatedBackend(BackendProtocol):
                 "(read the thread with the /context report or the trace instead)"
             )
         owner = owner_of(path) if own is not None else None
-        if owner is None or owner == own or (named and _unguessable(path)):
+        if owner is None or (owner == own and (named or own != NO_THREAD)) or (named and _unguessable(path)):
             return original_refusal(path) if write else None
         return (
             f"permission_denied: {path} holds another thread's offloaded data; "

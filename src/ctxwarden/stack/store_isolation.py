@@ -45,7 +45,7 @@ from langgraph.config import get_store
 from langgraph.store.base import BaseStore
 
 from ctxwarden.core.layout import folder_name, is_component, safe_component
-from ctxwarden.core.runtime import running_thread
+from ctxwarden.core.runtime import NO_THREAD, running_thread
 from ctxwarden.errors import CtxwardenError
 from ctxwarden.stack.isolation import original_refusal, owner_of
 
@@ -57,6 +57,12 @@ MAX_FORK_DEPTH = 64
 
 _COMPONENT = re.compile(r"^[A-Za-z0-9\-_.@+:~]+$")
 _Listing = TypeVar("_Listing", LsResult, GlobResult, GrepResult)
+
+
+SHARED_BY_NAME = (
+    "runs without a thread id share this folder, so a run reads its files by the names its messages give and never "
+    "lists or searches it; give the run a thread id (a checkpointer) to list its own files"
+)
 
 
 def _current_thread() -> str | None:
@@ -217,7 +223,9 @@ class ThreadIsolatedStoreBackend(BackendProtocol):
 
     def _visible(self, own: str | None) -> list[tuple[str, ...]]:
         """Namespaces a listing or search at a path owned by no thread covers: workspace, then threads."""
-        if own is not None:
+        if own == NO_THREAD:
+            threads = []  # the runs without a thread id share a folder: read by name, never listed
+        elif own is not None:
             threads = [own, *self._ancestors_named(own)]
         else:
             root = (*self.prefix, "threads")
@@ -230,8 +238,8 @@ class ThreadIsolatedStoreBackend(BackendProtocol):
         own = self._own()
         if path is not None and owner_of(path) is not None:
             namespace, why = self._route(path, own, write=False)
-            if namespace is None:
-                empty.error = why
+            if namespace is None or own == NO_THREAD:
+                empty.error = why or SHARED_BY_NAME
                 return empty
             return run(self._files(namespace))
         merged: dict[str, Any] = {}
