@@ -26,6 +26,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import PrivateAttr
 
 from ctxwarden import Session, create_context_agent
+from ctxwarden.core.counters import counter_key
 from ctxwarden.core.gauge_note import is_note
 from ctxwarden.core.media import (
     PDF_PAGE_TOKENS,
@@ -36,6 +37,7 @@ from ctxwarden.core.media import (
     pdf_tokens,
 )
 from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.stamp import COUNT_KEY, count_record
 from ctxwarden.errors import ContextStillTooLargeError
 from ctxwarden.replay import ScriptedChatModel
 
@@ -115,7 +117,20 @@ def test_the_meter_counts_images_by_size_unless_told_a_flat_count() -> None:
     assert TokenMeter().message_tokens(message) - TokenMeter().message_tokens(text_only) == SCREEN_TOKENS
     flat = TokenMeter(tokens_per_image=85)
     assert flat.message_tokens(message) - flat.message_tokens(text_only) == 85
-    assert TokenMeter().count_key != flat.count_key  # a count carried by a message is read by its own rule only
+    by_size = TokenMeter().carry(message)  # what the next process loads
+    assert TokenMeter().message_tokens(by_size) == TokenMeter().message_tokens(message)
+    assert flat.message_tokens(by_size) == flat.message_tokens(message)  # read by its own rule only: recounted
+
+
+def test_counts_carried_before_images_were_counted_by_size_are_read_where_no_image_is() -> None:
+    meter = TokenMeter()
+    before = f"{counter_key(meter.counter)}/3/85"  # the key every count was carried under before
+    text = ToolMessage(content="a plain result", tool_call_id="c1")
+    old = {COUNT_KEY: count_record(4_321, before, text)}
+    assert meter.message_tokens(text.model_copy(update={"response_metadata": old})) == 4_321  # read, not recounted
+    shot = ToolMessage(content=[{"type": "image", "base64": SCREEN, "mime_type": "image/png"}], tool_call_id="c2")
+    stale = {COUNT_KEY: count_record(88, before, shot)}  # the flat 85 a screenshot was counted at
+    assert meter.message_tokens(shot.model_copy(update={"response_metadata": stale})) > SCREEN_TOKENS  # recounted
 
 
 class Billing(ScriptedChatModel):

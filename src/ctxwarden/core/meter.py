@@ -58,6 +58,9 @@ from ctxwarden.core.measurement import Measurement
 from ctxwarden.core.media import is_image, is_media, media_tokens
 from ctxwarden.core.stamp import COUNT_KEY, carried, count_record
 
+MEDIA_BY_SIZE = "media-by-size"
+"""The rule a carried count of a message with images or PDFs was made by, when they were counted by their size."""
+
 MAX_TOOLS = 256
 """Tool schemas whose counts are kept."""
 
@@ -82,9 +85,12 @@ class TokenMeter:
         self.max_sequences = max_sequences
         self.calibration_weight = calibration_weight
         key = counter_key(self.counter)
-        images = "size" if tokens_per_image is None else tokens_per_image
-        self.count_key: str | None = None if key is None else f"{key}/{tokens_per_message}/{images}"
-        """What identifies this meter's counts in the counts messages carry (`None`: not carried)."""
+        self.count_key: str | None = None if key is None else f"{key}/{tokens_per_message}/85"
+        """What identifies this meter's counts in the counts messages carry (`None`: not carried). A message holding
+        an image or a PDF carries it with the rule that counted them (`MEDIA_BY_SIZE`): a thread counted before images
+        were counted by size reads its other counts as they are, and recounts only those."""
+        rule = MEDIA_BY_SIZE if tokens_per_image is None else f"media-flat-{tokens_per_image}"
+        self._media_key = None if key is None else f"{self.count_key}+{rule}"
         self._by_object: ObjectCache[int] = ObjectCache(max_cached_messages)
         self._args_by_object: ObjectCache[list[int]] = ObjectCache(max_cached_messages)
         self._by_content: BoundedDict[int] = BoundedDict(max_cached_messages)
@@ -106,7 +112,8 @@ class TokenMeter:
         tokens = self._by_object.get(message)
         if tokens is not None:
             return tokens
-        record = carried(message, self.count_key) if self.count_key is not None else None
+        counted_by = self._key_of(message)
+        record = carried(message, counted_by) if counted_by is not None else None
         if record is not None:
             tokens = int(record["tokens"])
             args = record.get("args")
@@ -130,7 +137,8 @@ class TokenMeter:
         known = self._by_object.get(message)
         if known is not None:
             return known, True
-        if self.count_key is not None and carried(message, self.count_key) is not None:
+        counted_by = self._key_of(message)
+        if counted_by is not None and carried(message, counted_by) is not None:
             return self.message_tokens(message), True
         exact = True
 
@@ -182,11 +190,12 @@ class TokenMeter:
         added to the copy's response metadata too (one copy for both, as the stamp of a reply).
         """
         added = dict(metadata or {})
-        if self.count_key is None:
+        counted_by = self._key_of(message)
+        if counted_by is None:
             return _with_metadata(message, added) if added else message
         tokens = self.message_tokens(message)
         args = self._call_sizes(message) if getattr(message, "tool_calls", None) else None
-        added[COUNT_KEY] = count_record(tokens, self.count_key, message, args)
+        added[COUNT_KEY] = count_record(tokens, counted_by, message, args)
         copy = _with_metadata(message, added)
         self._by_object.put(copy, tokens)
         if args is not None:
@@ -266,13 +275,21 @@ class TokenMeter:
         return new
 
     # --- counting -------------------------------------------------------------
+    def _key_of(self, message: BaseMessage) -> str | None:
+        """The key a count of `message` is carried under: the meter's, with the media rule when it holds any."""
+        content = message.content
+        if self.count_key is None or isinstance(content, str) or not any(is_media(b) for b in content):
+            return self.count_key
+        return self._media_key
+
     def _call_sizes(self, message: BaseMessage) -> list[int]:
         """Tokens of each tool call's arguments, in order: cached, carried, or counted once."""
         sizes = self._args_by_object.get(message)
         if sizes is not None:
             return sizes
         calls = getattr(message, "tool_calls", None) or []
-        record = carried(message, self.count_key) if self.count_key is not None else None
+        counted_by = self._key_of(message)
+        record = carried(message, counted_by) if counted_by is not None else None
         args = record.get("args") if record is not None else None
         if isinstance(args, list) and len(args) == len(calls):
             sizes = [int(a) for a in args]
