@@ -162,6 +162,9 @@ def test_parallel_recalls_of_screenshots_bring_what_fits_and_say_so(tmp_path: Pa
     text, *images = answers["alone"]
     assert len(images) == 11
     assert text["text"].endswith("[ctxwarden: this result's 11 images follow.]")
+    filed = re.search(r"19 more of this result's images and PDFs are in (\S+)/, one file each", text["text"])
+    assert filed is not None  # the other 19, moved to files at arrival, stay named when the result is recalled
+    assert filed.group(1).endswith(".media")
 
 
 def test_parallel_searches_share_the_room(tmp_path: Path) -> None:

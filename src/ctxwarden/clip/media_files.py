@@ -87,9 +87,15 @@ def media_count(blocks: Sequence[Any]) -> str:
     return f"{len(blocks)} {_kind(blocks, plural=len(blocks) > 1)}"
 
 
-def with_media(text: str, media: list[Any], room: int | None = None) -> str | list[Any]:
+def with_media(text: str, media: list[Any], room: int | None = None, filed: Sequence[str] = ()) -> str | list[Any]:
     """`text`, followed by `media` (images, PDFs) when there are any (a tool's answer can hold both): those that fit
-    `room` tokens, in order, when the call has only that."""
+    `room` tokens, in order, when the call has only that; `filed`, the files of those its eviction moved out, named."""
+    if filed:
+        folder = filed[0].rsplit("/", 1)[0]
+        text += (
+            f"\n[ctxwarden: {len(filed)} more of this result's images and PDFs are in {folder}/, one file each, "
+            f'named by number (read_file(file_path="{filed[0]}") shows the first of them).]'
+        )
     if not media:
         return text
     fit = used = 0

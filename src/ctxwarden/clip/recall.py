@@ -150,14 +150,15 @@ def _choose(
     )
 
 
-def result_media(messages: list[BaseMessage], reference: str) -> list[Any]:
+def result_media(messages: list[BaseMessage], reference: str) -> tuple[list[Any], list[str]]:
     """The images and PDFs of the result `reference` names, as its message holds them (clearing leaves them out of
-    view)."""
+    view), and the files of those its eviction moved out of it (`clip.media_files`)."""
     resolved = resolve(messages, reference)
-    if isinstance(resolved, str):
-        return []
-    message, _why = _choose(answers(messages, resolved[0]), *resolved)
-    return media_of(message) if message is not None else []
+    message = None if isinstance(resolved, str) else _choose(answers(messages, resolved[0]), *resolved)[0]
+    if message is None:
+        return [], []
+    filed = (message.response_metadata.get(METADATA_KEY) or {}).get("media")
+    return media_of(message), [str(p) for p in filed] if isinstance(filed, list) else []
 
 
 def _first_line(message: ToolMessage) -> str:
@@ -372,8 +373,8 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
         if found is None:
             return str(why)
         shown = paged(found)
-        media = result_media(messages, call_id) if page == 1 else []
-        return with_media(shown, media, None if room is None else room - counting.counter(shown))
+        media, filed = result_media(messages, call_id) if page == 1 else ([], [])
+        return with_media(shown, media, None if room is None else room - counting.counter(shown), filed)
 
     return ShownSchemaTool.from_function(func=recall, name=RECALL_TOOL, description=DESCRIPTION, shown=SHOWN_SCHEMA)
 
