@@ -24,7 +24,7 @@ from langchain_core.tools import StructuredTool
 
 from ctxwarden import compact, create_context_agent
 from ctxwarden.clip.names import result_path
-from ctxwarden.core.layout import DATABASES, MAX_COMPONENT, folder_name, safe_component
+from ctxwarden.core.layout import DATABASES, MAX_COMPONENT, NO_THREAD, folder_name, safe_component
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.fold.history import history_path
 from ctxwarden.replay import scripted_model
@@ -149,6 +149,8 @@ def test_a_folder_name_is_portable(value: str) -> None:
 
 
 def test_lowercase_ids_and_uuids_keep_their_folders() -> None:
-    for value in ("owner", "no-thread", "123e4567-e89b-12d3-a456-426614174000", "team_alpha-825c310177ba"):
+    for value in ("owner", "123e4567-e89b-12d3-a456-426614174000", "team_alpha-825c310177ba"):
         assert folder_name(value) == safe_component(value)
+    assert folder_name(NO_THREAD) == "no-thread"  # the runs without a thread id
+    assert folder_name("no-thread") != "no-thread"  # a thread a client named so: a folder of its own
     assert folder_name("Readme") != "Readme"

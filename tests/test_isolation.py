@@ -272,3 +272,33 @@ def test_a_run_without_a_thread_id_folds_to_a_file_only_its_conversation_names(t
         m.tool_call_id: str(m.content) for m in run([_calls(*guesses)], "bob's task") if isinstance(m, ToolMessage)
     }
     assert all(SECRET not in answer and history.stem not in answer for answer in other.values()), other
+
+
+def test_a_thread_a_client_names_no_thread_keeps_a_folder_of_its_own(tmp_path: Path) -> None:
+    """A client may name its thread `no-thread`, the folder of the runs without a thread id: it shared that folder
+    with them, and could list none of its own files there."""
+    agent = create_context_agent(
+        scripted_model(
+            [_calls(("build", {"target": "all"})), _calls(("ls", {"path": "/large_tool_results"})), AIMessage("done")],
+            window=32_000,
+        ),
+        [build],
+        state_dir=tmp_path,
+    )
+    out = agent.invoke({"messages": [("user", "build")]}, {"configurable": {"thread_id": "no-thread"}})
+    agent.checkpointer.conn.close()
+    path = next(m for m in out["messages"] if isinstance(m, ToolMessage)).response_metadata["ctxwarden"]["path"]
+    assert not path.startswith("/large_tool_results/no-thread/")  # before: the runs without a thread id's folder
+    listed = [m for m in out["messages"] if isinstance(m, ToolMessage)][-1]
+    assert path.rsplit("/", 2)[1] in str(listed.content)  # it lists its own folder
+
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+    probes = [("read_file", {"file_path": path}), ("grep", {"pattern": "owner-only"}), ("glob", {"pattern": "**/*"})]
+    model = scripted_model([_calls(*probes), AIMessage("done")], window=32_000)
+    stateless = create_deep_agent(model, [build], backend=backend, middleware=[context_middleware(trace=False)])
+    answers = [
+        str(m.content)
+        for m in stateless.invoke({"messages": [("user", "look")]})["messages"]
+        if isinstance(m, ToolMessage)
+    ]
+    assert all(SECRET not in answer for answer in answers), answers

@@ -27,8 +27,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from ctxwarden.core.layout import LARGE_RESULTS_DIR, folder_name, safe_component
-from ctxwarden.core.runtime import NO_THREAD
+from ctxwarden.core.layout import LARGE_RESULTS_DIR, NO_THREAD, folder_name, safe_component
 
 KEY_SEPARATOR = "#"
 """Joins a call id and its call key in a recall reference: `call_0#1a2b3c4d`."""

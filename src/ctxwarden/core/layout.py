@@ -64,6 +64,15 @@ LARGE_RESULTS_DIR = "large_tool_results"
 HISTORY_DIR = "conversation_history"
 """Top-level folder of the history files folds write (ctxwarden's and deepagents' own)."""
 
+
+class _NoThread(str):
+    """The folder name of the runs without a thread id: a value no thread id read from a config can be."""
+
+
+NO_THREAD: str = _NoThread("no-thread")
+"""Where the offloaded files of runs without a thread id (no checkpointer) go. A thread a client names `no-thread`
+gets a folder of its own (`folder_name` hashes it), never this one."""
+
 MAX_COMPONENT = 80
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _DOTS = re.compile(r"\.{2,}")
@@ -92,8 +101,11 @@ def folder_name(value: str) -> str:
     For thread and namespace folders (see the module docstring): a plain id that is not lowercase, ends in a dot
     or is a Windows device name is hashed, as an unsafe one is; so is one ending in `.md`, whose folder would be the
     history file of the thread named without it (`/conversation_history/notes.md`, the file of thread `notes`)."""
+    if isinstance(value, _NoThread):
+        return str(value)
     name = safe_component(value)
-    if name != value or (value == value.lower() and not value.endswith((".", ".md")) and not _DEVICE.fullmatch(value)):
+    plain = value == value.lower() and not value.endswith((".", ".md")) and not _DEVICE.fullmatch(value)
+    if name != value or (plain and value != NO_THREAD):  # a thread named like the runs without one gets its own
         return name
     return _hashed(value, value)
 

@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
+from ctxwarden.core.layout import NO_THREAD
 from ctxwarden.errors import ThreadIdError
 
 _AGENT_TOOL: ContextVar[str | None] = ContextVar("ctxwarden_agent_tool", default=None)
@@ -52,10 +53,6 @@ def step_context() -> tuple[str | None, str, str | None]:
     namespace = checkpoint_ns.rsplit("|", 1)[0] if "|" in checkpoint_ns else ""
     run = config.get("run_id") or metadata.get("run_id")
     return (str(thread) if thread is not None else None), namespace, (str(run) if run is not None else None)
-
-
-NO_THREAD = "no-thread"
-"""The folder of the runs without a thread id (no checkpointer): their offloaded files go there."""
 
 
 def running_thread() -> str | None:

@@ -37,8 +37,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from ctxwarden.core.io import Steps, arun, method, run
-from ctxwarden.core.layout import HISTORY_DIR, folder_name, history_part, is_history_part
-from ctxwarden.core.runtime import NO_THREAD
+from ctxwarden.core.layout import HISTORY_DIR, NO_THREAD, folder_name, history_part, is_history_part
 from ctxwarden.core.text import content_text, decode, encode
 from ctxwarden.fold.transcript import section_marker
 

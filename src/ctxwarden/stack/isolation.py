@@ -43,8 +43,8 @@ from deepagents.backends.protocol import (
 
 from ctxwarden.admit.memory import local_path
 from ctxwarden.core.io import Call, Steps, arun, method, run
-from ctxwarden.core.layout import DATABASES, HISTORY_DIR, LARGE_RESULTS_DIR, folder_name
-from ctxwarden.core.runtime import NO_THREAD, running_agent_tool, running_thread
+from ctxwarden.core.layout import DATABASES, HISTORY_DIR, LARGE_RESULTS_DIR, NO_THREAD, folder_name
+from ctxwarden.core.runtime import running_agent_tool, running_thread
 
 _Listing = TypeVar("_Listing", LsResult, GlobResult, GrepResult)
 _Result = TypeVar("_Result", ReadResult, WriteResult, EditResult, DeleteResult)

@@ -44,8 +44,8 @@ from deepagents.backends.protocol import (
 from langgraph.config import get_store
 from langgraph.store.base import BaseStore
 
-from ctxwarden.core.layout import folder_name, is_component, safe_component
-from ctxwarden.core.runtime import NO_THREAD, running_thread
+from ctxwarden.core.layout import NO_THREAD, folder_name, is_component, safe_component
+from ctxwarden.core.runtime import running_thread
 from ctxwarden.errors import CtxwardenError
 from ctxwarden.stack.isolation import original_refusal, owner_of
 
