@@ -357,3 +357,22 @@ def test_a_user_message_of_forty_screenshots_gets_an_error_that_names_it(tmp_pat
     assert (
         "send it in smaller parts (fewer images at a time)" in said
     )  # before: pass a smaller window, which cannot help
+
+
+@tool
+def broken(count: int) -> list[dict[str, Any]]:
+    """Return `count` images whose data holds a lone surrogate (bytes a tool decoded badly)."""
+    return [{"type": "image", "base64": "AAAA\ud800" + SCREEN, "mime_type": "image/png"}] * count
+
+
+def test_images_whose_data_is_not_base64_are_filed_as_their_exact_json(tmp_path: Path) -> None:
+    sample = AIMessage("", tool_calls=[{"name": "broken", "args": {"count": 30}, "id": "b1"}])
+    model = Billing(messages=iter([sample, AIMessage("done")]), profile={"max_input_tokens": 32_000}, limit=10**9)
+    agent = create_context_agent(model, [broken], state_dir=tmp_path, checkpointer=InMemorySaver())
+    out = agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t"}})  # before: it raised
+    (result,) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    filed = result.response_metadata["ctxwarden"]["media"]
+    assert len(filed) == 20  # unreadable, each counts as the largest image: ten fit half the window
+    block = {"type": "image", "base64": "AAAA\ud800" + SCREEN, "mime_type": "image/png"}
+    exact = json.dumps(block, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    assert all(p.endswith(".json") and (tmp_path / p.lstrip("/")).read_bytes() == exact for p in filed)

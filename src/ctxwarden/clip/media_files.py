@@ -60,13 +60,13 @@ def media_path(folder: str, number: int, block: Mapping[str, Any]) -> str:
     """Where block `number` goes: its number, a hash of its block (other bytes never take its name), its format."""
     data = block_data(block)
     named = data if data is not None else _json(block)
-    return f"{folder}/{number:03d}-{content_hash(named.encode())[:8]}.{_extension(block)}"
+    return f"{folder}/{number:03d}-{content_hash(named.encode('utf-8', 'surrogatepass'))[:8]}.{_extension(block)}"
 
 
 def media_bytes(block: Mapping[str, Any]) -> bytes:
     """The bytes the file of `block` holds: its own, when they give back its base64 exactly; else its JSON."""
     exact = _exact_bytes(block)
-    return exact if exact is not None else _json(block).encode()
+    return exact if exact is not None else _json(block).encode("utf-8", "surrogatepass")
 
 
 def media_note(folder: str, moved: Sequence[tuple[int, Mapping[str, Any]]], total: int) -> str:
