@@ -152,8 +152,13 @@ def test_a_task_is_cut_only_once_the_model_has_read_it_whole() -> None:
     assert found[0] == "task"
     assert 42 in found[1]
     assert task_cut([HumanMessage(LONG_TASK), AIMessage("ok")], 400, meter.counter) is None  # no id to keep it by
-    blocks = HumanMessage([{"type": "text", "text": LONG_TASK}], id="blocks")
-    assert task_cut([blocks, AIMessage("ok")], 400, meter.counter) is None  # blocks are never cut to their text
+    blocks = HumanMessage([{"type": "text", "text": LONG_TASK}], id="blocks")  # as a chat front end sends it
+    cut = task_cut([blocks, AIMessage("I will edit module_42.")], 400, meter.counter)
+    assert cut is not None  # text blocks are text
+    assert cut[1] == found[1]
+    image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
+    pictured = HumanMessage([{"type": "text", "text": LONG_TASK}, image], id="pictured")
+    assert task_cut([pictured, AIMessage("ok")], 400, meter.counter) is None  # with an image: never cut to its text
     assert task_cut([AIMessage("hi"), task], 400, meter.counter) is None  # the thread does not open with a task
     assert task_cut(answered, 10_000, meter.counter) is None  # it fits
 

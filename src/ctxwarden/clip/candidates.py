@@ -114,13 +114,20 @@ def may_be_worth_it(index: ThreadIndex, boundary: Boundary, masked: Mask, need: 
 
 
 def task_saving_of(
-    index: ThreadIndex, boundary: Boundary, thread: Sequence[BaseMessage] | None, task_budget: int, smallest: float
+    index: ThreadIndex,
+    boundary: Boundary,
+    thread: Sequence[BaseMessage] | None,
+    task_budget: int,
+    smallest: float,
+    *,
+    unread: bool = False,
 ) -> int:
-    """The raw tokens a batch frees by showing the thread's task within `task_budget` (`core.task.task_excess`)."""
+    """The raw tokens a batch frees by showing the thread's task within `task_budget` (`core.task.task_excess`; with
+    `unread`, before the model answered it)."""
     first = index.messages[0] if index.messages else None
     if boundary.task is not None or first is None or not thread or thread[0].id != first.id:
         return 0  # cut already, or the call does not open with the thread's own first message (`recall` returns it)
-    return task_excess(index.messages, task_budget, smallest, index.meter.message_tokens)
+    return task_excess(index.messages, task_budget, smallest, index.meter.message_tokens, unread=unread)
 
 
 __all__ = ["Candidate", "Rank", "candidates", "extend", "hidden_by", "may_be_worth_it", "task_saving_of"]

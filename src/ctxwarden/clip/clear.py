@@ -198,10 +198,11 @@ class ClearLayer:
         smallest = budget.window.tokens * self.policy.clear_min_batch_share
         urgent = used > budget.fold_at or budget.force
         task_budget = int(budget.window.tokens * self.policy.fold_facts_share)
-        task_saving = task_saving_of(index, boundary, self._thread, task_budget, smallest / factor)
+        force = budget.force  # shows in part even a task never read whole: one larger than the window never is
+        task_saving = task_saving_of(index, boundary, self._thread, task_budget, smallest / factor, unread=force)
         if not (urgent or task_saving or may_be_worth_it(index, boundary, masked, need, smallest / factor)):
             return boundary, *measured, []
-        cut = task_cut(index.messages, task_budget, self.meter.counter) if task_saving else None
+        cut = task_cut(index.messages, task_budget, self.meter.counter, unread=force) if task_saving else None
         task_saving = task_saving if cut is not None else 0  # not cut after all: not yet answered, or blocks
         keep = 1 if budget.force else None
         found = self._candidates(messages, boundary, masked, keep=keep, budget=budget)

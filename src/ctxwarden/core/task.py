@@ -47,13 +47,14 @@ def task_lines(
     task: BaseMessage, folded: Sequence[BaseMessage], budget: int, counter: Callable[[str], int]
 ) -> tuple[int, ...] | None:
     """The lines of `task` to pin within `budget` tokens (note included), or `None` when it is pinned whole: it fits, or
-    its content is blocks rather than text.
+    it holds an image or a file besides its text.
 
     Greedy on value per token: a line is worth the distinctive tokens of it that the agent wrote in `folded` (twice
     each), its other distinctive tokens (a quarter each), and one more among the first and last `EDGE_LINES`."""
-    if not isinstance(task.content, str):  # blocks (an image, a file): shown whole, never cut to their text
+    text = _text(task)
+    if text is None:  # an image or a file among its blocks: shown whole, never cut to its text
         return None
-    whole, lines = _read(task, task.content, counter)
+    whole, lines = _read(task, text, counter)
     if whole <= budget:
         return None
     used = {token for m in folded if isinstance(m, AIMessage) for token in TOKEN.findall(message_text(m))}
@@ -125,33 +126,54 @@ def shown_lines(message: BaseMessage) -> tuple[int, ...] | None:
 
 
 def task_excess(
-    messages: Sequence[BaseMessage], budget: int, smallest: float, count: Callable[[BaseMessage], int]
+    messages: Sequence[BaseMessage],
+    budget: int,
+    smallest: float,
+    count: Callable[[BaseMessage], int],
+    *,
+    unread: bool = False,
 ) -> int:
     """Tokens a clearing batch frees by showing the task that opens `messages` within `budget`: 0 when it is shown in
-    part already, the model has not answered it yet, or that frees less than `smallest` (a batch's worth: showing the
-    part uncached must pay). Weighed from its count (`count`) alone: no line is chosen."""
+    part already, the model has not answered it yet (unless `unread`), or that frees less than `smallest` (a batch's
+    worth: showing the part uncached must pay). Weighed from its count (`count`) alone: no line is chosen."""
     first = messages[0] if messages else None
-    if not isinstance(first, HumanMessage) or not isinstance(first.content, str) or shown_lines(first) is not None:
+    if not isinstance(first, HumanMessage) or _text(first) is None or shown_lines(first) is not None:
         return 0
-    if not any(isinstance(m, AIMessage) for m in itertools.islice(messages, 1, None)):
+    if not (unread or _answered(messages)):
         return 0
     saved = count(first) - budget
     return saved if saved >= smallest else 0
 
 
 def task_cut(
-    messages: Sequence[BaseMessage], budget: int, counter: Callable[[str], int]
+    messages: Sequence[BaseMessage], budget: int, counter: Callable[[str], int], *, unread: bool = False
 ) -> tuple[str, tuple[int, ...]] | None:
     """The cut a clearing batch makes of the thread's task: its id and the lines shown within `budget` tokens, chosen
     from what the agent wrote so far; `None` when the first message is no task with an id, the model has not yet
-    answered it (it reads a task whole at least once), or it fits `budget`."""
+    answered it (it reads a task whole at least once) unless `unread` (a task larger than the window cannot be read
+    whole, and the forced retry shows it in part rather than end the run), or it fits `budget`."""
     task = messages[0] if messages else None
     if not isinstance(task, HumanMessage) or not isinstance(task.id, str) or not task.id:
         return None
-    if not any(isinstance(m, AIMessage) for m in itertools.islice(messages, 1, None)):
+    if not (unread or _answered(messages)):
         return None
     lines = task_lines(task, messages, budget, counter)
     return None if lines is None else (task.id, lines)
+
+
+def _text(task: BaseMessage) -> str | None:
+    """The task's text when that is all it holds: a string, or text blocks only (as chat front ends send a message);
+    `None` when it holds an image or a file."""
+    if isinstance(task.content, str):
+        return task.content
+    if all(isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text") for b in task.content):
+        return text_of(task)
+    return None
+
+
+def _answered(messages: Sequence[BaseMessage]) -> bool:
+    """Whether the model answered the task that opens `messages` (a reply follows it)."""
+    return any(isinstance(m, AIMessage) for m in itertools.islice(messages, 1, None))
 
 
 __all__ = ["EDGE_LINES", "SHOWN_CAP", "TASK_NOTE", "shown_lines", "shown_task", "task_cut", "task_excess", "task_lines"]

@@ -42,7 +42,8 @@ def still_too_large(
 ) -> ContextStillTooLargeError:
     """The error for a call refused again after the forced round; it names the largest message the call still held,
     and when that one alone takes half the window (forty screenshots in one user message), says to send it in parts:
-    no layer takes the task or the newest messages out of view, and a smaller window would not help."""
+    no layer takes the newest messages or an image out of view (the forced round shows only the thread's first message
+    in part, and only its text), and a smaller window would not help."""
     window = retry.window
     tried = ", ".join(applied) or "nothing left to clear or fold"
     fix = (
@@ -61,7 +62,7 @@ def still_too_large(
             parts = "smaller parts (fewer images at a time)" if media else "smaller parts"
             fix = (
                 f"Fix: that message alone takes {tokens / window.tokens:.0%} of the window, and no layer takes the "
-                f"task or the newest messages out of view: send it in {parts}, or use a model with a larger window."
+                f"newest messages or an image out of view: send it in {parts}, or use a model with a larger window."
             )
     return ContextStillTooLargeError(
         f"{window.model} refused the call as too long twice: first at about {first.used:,} tokens "
