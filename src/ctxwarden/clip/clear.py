@@ -190,21 +190,20 @@ class ClearLayer:
         budget: CallBudget,
     ) -> tuple[Boundary, list[BaseMessage], int, list[PendingEvent]]:
         """Grow the boundary by one batch when one is worth its cache miss (or the call is past the fold threshold,
-        or forced): the boundary, the view, its raw message tokens and the batch's event; the same boundary and the
-        `measured` view when not."""
-        fixed, factor = budget.measurement.fixed, budget.measurement.factor
+        or forced, when even a task never read whole is cut: one past the window never is): the boundary, the view,
+        its raw message tokens and the batch's event; the same boundary and the `measured` view when not."""
+        fixed, factor, force = budget.measurement.fixed, budget.measurement.factor, budget.force
         target = int(budget.window.tokens * self.policy.clear_to)
-        need = float("inf") if budget.force else (used - target) / factor
+        need = float("inf") if force else (used - target) / factor
         smallest = budget.window.tokens * self.policy.clear_min_batch_share
-        urgent = used > budget.fold_at or budget.force
+        urgent = used > budget.fold_at or force
         task_budget = int(budget.window.tokens * self.policy.fold_facts_share)
-        force = budget.force  # shows in part even a task never read whole: one larger than the window never is
         task_saving = task_saving_of(index, boundary, self._thread, task_budget, smallest / factor, unread=force)
         if not (urgent or task_saving or may_be_worth_it(index, boundary, masked, need, smallest / factor)):
             return boundary, *measured, []
         cut = task_cut(index.messages, task_budget, self.meter.counter, unread=force) if task_saving else None
         task_saving = task_saving if cut is not None else 0  # not cut after all: not yet answered, or blocks
-        keep = 1 if budget.force else None
+        keep = 1 if force else None
         found = self._candidates(messages, boundary, masked, keep=keep, budget=budget)
         grown, freed = extend(found, boundary, need - task_saving)
         if cut is not None:
@@ -225,7 +224,7 @@ class ClearLayer:
             "cleared_total": len(grown.results),
             "clipped_total": len(grown.args),
             "task_cut": cut is not None,
-            "forced": budget.force,
+            "forced": force,
         }
         return grown, view, view_tokens, [("context_clear", event, budget.window.model)]
 
