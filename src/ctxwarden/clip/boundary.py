@@ -8,6 +8,7 @@ gist quotes, and each placeholder's token count.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
@@ -58,6 +59,28 @@ class Boundary:
     """The id of the thread's first user message when a batch cut it to `task_lines` (`core.task`)."""
     task_lines: tuple[int, ...] = ()
     """The lines of the task shown, chosen by the batch that cut it: every later call shows the same bytes."""
+    cut_messages: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """By id, the lines shown of each later user message a forced batch cut (`core.pasted`)."""
+
+    @property
+    def hides_nothing(self) -> bool:
+        """Whether the view shows every message as it is (no result, argument or message hidden or cut)."""
+        return not (self.results or self.args or self.task or self.cut_messages)
+
+    def hides_more_than(self, other: Boundary) -> bool:
+        """Whether this boundary, grown from `other`, hides or cuts anything `other` does not."""
+        mine = (self.results, self.args, self.task, len(self.cut_messages))
+        return mine != (other.results, other.args, other.task, len(other.cut_messages))
+
+    def growth_from(self, other: Boundary) -> dict[str, int]:
+        """What a batch that grew `other` into this boundary added, and the totals after it, as its event says."""
+        return {
+            "results": len(self.results) - len(other.results),
+            "args": len(self.args) - len(other.args),
+            "cleared_total": len(self.results),
+            "clipped_total": len(self.args),
+            "messages_cut": len(self.cut_messages) - len(other.cut_messages),
+        }
 
     @property
     def cut(self) -> TaskCut | None:
@@ -74,6 +97,7 @@ class Boundary:
         counts = counts if isinstance(counts, dict) else {}
         task = raw.get("task")
         task_id, task_lines = (task.get("id"), task.get("lines")) if isinstance(task, dict) else (None, None)
+        cut_messages = raw.get("cut_messages")
         return cls(
             tuple(raw.get("results") or ()),
             tuple(raw.get("args") or ()),
@@ -84,6 +108,11 @@ class Boundary:
             raw.get("masked_upto") if isinstance(raw.get("masked_upto"), str) else None,
             task_id if isinstance(task_id, str) and isinstance(task_lines, list) else None,
             tuple(i for i in task_lines if isinstance(i, int)) if isinstance(task_lines, list) else (),
+            {
+                str(k): tuple(i for i in v if isinstance(i, int))
+                for k, v in (cut_messages.items() if isinstance(cut_messages, dict) else ())
+                if isinstance(v, list | tuple)
+            },
         )
 
     def to_state(self, grown_from: Mapping[str, Any] | None = None, added: Sequence[str] = ()) -> dict[str, Any]:
@@ -108,6 +137,8 @@ class Boundary:
             state["masked_upto"] = self.masked_upto
         if self.task is not None:
             state["task"] = {"id": self.task, "lines": list(self.task_lines)}
+        if self.cut_messages:
+            state["cut_messages"] = {k: list(v) for k, v in self.cut_messages.items()}
         return state | {"masked_turns": self.masked_turns} if self.masked_turns else state
 
 
@@ -213,8 +244,8 @@ def remembered(
             gists.setdefault(name, lines)
         counts[name] = (meter.message_tokens(placeholder), *content_signature(placeholder))
         added.append(name)
-    task = (boundary.task, boundary.task_lines)
-    return Boundary(boundary.results, boundary.args, gists, counts, meter.count_key, *mask, *task), added
+    grown = Boundary(boundary.results, boundary.args, gists, counts, meter.count_key, *mask, boundary.task)
+    return dataclasses.replace(grown, task_lines=boundary.task_lines, cut_messages=boundary.cut_messages), added
 
 
 def _counted_calls(counts: Mapping[str, tuple[int, ...]]) -> set[str]:

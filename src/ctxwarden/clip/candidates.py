@@ -90,7 +90,8 @@ def extend(found: Iterable[Candidate], boundary: Boundary, need: float) -> tuple
             break
         (results if kind == "result" else args).append(call_id)
         freed += saving
-    return Boundary(tuple(results), tuple(args), task=boundary.task, task_lines=boundary.task_lines), freed
+    task, lines, cut = boundary.task, boundary.task_lines, boundary.cut_messages
+    return Boundary(tuple(results), tuple(args), task=task, task_lines=lines, cut_messages=cut), freed
 
 
 def hidden_by(index: ThreadIndex, boundary: Boundary, masked: Mask) -> tuple[Set[str], Set[str]]:

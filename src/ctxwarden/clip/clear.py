@@ -26,7 +26,7 @@ import functools
 import itertools
 import operator
 from collections import OrderedDict
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -61,6 +61,7 @@ from ctxwarden.clip.pregist import MadeAhead, Pregists, prepare_at, prepare_stag
 from ctxwarden.core.gist import Gist, gist, gist_budget, gist_of_lines, never_seen
 from ctxwarden.core.layers import CallBudget, LayerEdit, PendingEvent
 from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.pasted import message_cuts, shown_message
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.runtime import thread_key
 from ctxwarden.core.stamp import content_signature
@@ -172,7 +173,7 @@ class ClearLayer:
     ) -> tuple[bool, list[BaseMessage], int, int]:
         """Whether nothing is hidden, the view with `boundary` and `masked` applied, its raw message tokens and the
         call's calibrated tokens with it."""
-        if not (boundary.results or boundary.args or boundary.task or masked.results or masked.args):
+        if boundary.hides_nothing and not (masked.results or masked.args):
             return True, list(index.messages), budget.measurement.messages, budget.used
         view = self._grown_view(index, boundary, masked)
         tokens = self.meter.messages_tokens(view)
@@ -203,29 +204,22 @@ class ClearLayer:
             return boundary, *measured, []
         cut = task_cut(index.messages, task_budget, self.meter.counter, unread=force) if task_saving else None
         task_saving = task_saving if cut is not None else 0  # not cut after all: not yet answered, or blocks
+        done = boundary.cut_messages
+        pasted = message_cuts(index.messages, budget.window.tokens, task_budget, self.meter, done) if force else {}
         keep = 1 if force else None
         found = self._candidates(messages, boundary, masked, keep=keep, budget=budget)
         grown, freed = extend(found, boundary, need - task_saving)
         if cut is not None:
             grown, freed = dataclasses.replace(grown, task=cut[0], task_lines=cut[1]), freed + task_saving
-        added = grown.results != boundary.results or grown.args != boundary.args or grown.task != boundary.task
-        if not added or not (freed * factor >= smallest or urgent):
+        if pasted:  # a later message past half the window: only a provider's refusal cuts it
+            grown = dataclasses.replace(grown, cut_messages={**boundary.cut_messages, **pasted})
+        if not grown.hides_more_than(boundary) or not (freed * factor >= smallest or urgent):
             return boundary, *measured, []
         view = self.view(messages, grown, masked)
         view_tokens = self.meter.messages_tokens(view)
         after = round((fixed + view_tokens) * factor)
-        event = {
-            "results": len(grown.results) - len(boundary.results),
-            "args": len(grown.args) - len(boundary.args),
-            "tokens_before": used,
-            "tokens_after": after,
-            "freed": used - after,
-            "target": target,
-            "cleared_total": len(grown.results),
-            "clipped_total": len(grown.args),
-            "task_cut": cut is not None,
-            "forced": force,
-        }
+        event = grown.growth_from(boundary) | {"tokens_before": used, "tokens_after": after, "freed": used - after}
+        event |= {"target": target, "task_cut": cut is not None, "forced": force}
         return grown, view, view_tokens, [("context_clear", event, budget.window.model)]
 
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
@@ -273,7 +267,7 @@ class ClearLayer:
         shown: list[BaseMessage] = memo[2]
         cleared, clipped = hidden_by(index, boundary, masked)
         task = None if shown else boundary.cut
-        view = shown + self._apply(index.messages[len(shown) :], cleared, clipped, task)
+        view = shown + self._apply(index.messages[len(shown) :], cleared, clipped, task, boundary.cut_messages)
         index.memo["view"] = (boundary, masked, view)
         return list(view)
 
@@ -293,12 +287,18 @@ class ClearLayer:
             self._thread, self._ledger = thread, None
         self._stored = boundary
         results, args = set(boundary.results) | masked.results, set(boundary.args) | masked.args
-        return self._apply(messages, results, args, boundary.cut)
+        return self._apply(messages, results, args, boundary.cut, boundary.cut_messages)
 
     def _apply(
-        self, messages: Sequence[BaseMessage], results: Set[str], args: Set[str], task: TaskCut | None = None
+        self,
+        messages: Sequence[BaseMessage],
+        results: Set[str],
+        args: Set[str],
+        task: TaskCut | None = None,
+        pasted: Mapping[str, tuple[int, ...]] | None = None,
     ) -> list[BaseMessage]:
-        """`messages` with these results and arguments hidden; `task`: they open the thread, and a batch cut it."""
+        """`messages` with these results and arguments hidden; `task`: they open the thread, and a batch cut it;
+        `pasted`: the later user messages a forced batch cut, by id."""
         out: list[BaseMessage] = []
         first = messages[0] if task is not None and messages else None
         start = 0
@@ -311,6 +311,8 @@ class ClearLayer:
             elif isinstance(message, AIMessage) and message.tool_calls:
                 key = call_key(message, results, args, self.policy.clear_call_text)
                 out.append(self._replace(message, key) if key else message)
+            elif pasted and isinstance(message, HumanMessage) and message.id in pasted:
+                out.append(shown_message(message, pasted[str(message.id)]))
             else:
                 out.append(message)
         return out

@@ -6,7 +6,8 @@ after the first page's text — `recall(call_id, part="args")` returns the call'
 part="raw")` the output as the tool returned it (before it was rendered as a terminal shows it, or made readable),
 and `recall(call_id, part="text")` the text of the message that made it (left out of the view once all of that
 message's results are), and `recall(part="task")` the thread's first user message whole (clearing and folds may show
-it in part, `ctxwarden.core.task`). Output is paged (`page`, `limit`) so a recall never floods the window it is
+it in part, `ctxwarden.core.task`), and `recall(call_id=<id>, part="message")` a later user message a forced round
+showed in part (`ctxwarden.core.pasted`). Output is paged (`page`, `limit`) so a recall never floods the window it is
 meant to spare; `page` pages a search's hits the same way, one argument for both.
 
 `recall(query=...)` searches instead: every line of everything this conversation held
@@ -43,6 +44,7 @@ from ctxwarden.clip.search_files import own_files, reader
 from ctxwarden.core.identity import identified
 from ctxwarden.core.media import media_of
 from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.pasted import message_text_by_id
 from ctxwarden.core.runtime import step_context
 from ctxwarden.core.shown_schema import ShownSchemaTool, bare_schema
 from ctxwarden.core.stamp import METADATA_KEY
@@ -62,8 +64,8 @@ DESCRIPTION = (
 
 SHOWN_SCHEMA = bare_schema(call_id="string", query="string", regex="boolean", page="integer", part="string")
 """What the model is shown of the arguments: the description and the placeholders say the rest. `part` also takes
-"raw" (a rendered output's bytes) and "task" (the task shown in part), which the notes naming them say;
-`limit` (characters a page, `DEFAULT_LIMIT`) is accepted but not shown."""
+"raw" (a rendered output's bytes), "task" and "message" (the task, or a later user message, shown in part), which the
+notes naming them say; `limit` (characters a page, `DEFAULT_LIMIT`) is accepted but not shown."""
 
 Scope = Callable[[Mapping[str, Any]], Sequence[Source]]
 """What `recall(query=...)` searches, from the running thread's state."""
@@ -343,7 +345,7 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
         query: str = "",
         regex: bool = False,
         page: int = 1,
-        part: Literal["result", "raw", "args", "text", "task"] = "result",
+        part: Literal["result", "raw", "args", "text", "task", "message"] = "result",
         limit: int = DEFAULT_LIMIT,
     ) -> str | list[Any]:
         room = answer_share(state.get("messages", []))  # parallel calls share the room their reply leaves
@@ -355,6 +357,9 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
         if part == "task":  # the task shown in part: the thread's first user message, whole
             task = next((m for m in state.get("messages", []) if isinstance(m, HumanMessage)), None)
             return paged(text_of(task)) if task is not None else "[ctxwarden: this thread has no task.]"
+        if part == "message":  # a later user message a forced round showed in part, by its id (`core.pasted`)
+            text = message_text_by_id(identified(state.get("messages", [])), call_id)
+            return paged(text) if text is not None else f"[ctxwarden: this thread has no user message {call_id!r}.]"
         if not call_id:
             if not query:
                 return '[ctxwarden: pass call_id="..." (from a placeholder) or query="..." (text to search for).]'

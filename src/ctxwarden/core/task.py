@@ -16,6 +16,7 @@ the same bytes, so the provider's cache keeps it.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -44,10 +45,14 @@ _ORIGINALS: ObjectCache[BaseMessage] = ObjectCache(SHOWN_CAP)
 
 
 def task_lines(
-    task: BaseMessage, folded: Sequence[BaseMessage], budget: int, counter: Callable[[str], int]
+    task: BaseMessage,
+    folded: Sequence[BaseMessage],
+    budget: int,
+    counter: Callable[[str], int],
+    note: str = TASK_NOTE,
 ) -> tuple[int, ...] | None:
     """The lines of `task` to pin within `budget` tokens (note included), or `None` when it is pinned whole: it fits, or
-    it holds an image or a file besides its text.
+    it holds an image or a file besides its text. `note` is the note shown above the lines (`shown_task`).
 
     Greedy on value per token: a line is worth the distinctive tokens of it that the agent wrote in `folded` (twice
     each), its other distinctive tokens (a quarter each), and one more among the first and last `EDGE_LINES`."""
@@ -58,7 +63,7 @@ def task_lines(
     if whole <= budget:
         return None
     used = {token for m in folded if isinstance(m, AIMessage) for token in TOKEN.findall(message_text(m))}
-    left = budget - counter(TASK_NOTE.format(shown=lines.total, total=lines.total))
+    left = budget - counter(_note(note, task, lines.total, lines.total))
     ranked = []
     for index, tokens, cost in lines.lines:
         edge = index < EDGE_LINES or index >= lines.total - EDGE_LINES
@@ -98,9 +103,10 @@ def _read(task: BaseMessage, text: str, counter: Callable[[str], int]) -> tuple[
     return read[1], read[2]
 
 
-def shown_task(task: BaseMessage, lines: Sequence[int] | None) -> BaseMessage:
-    """`task` as the view shows it: itself, or (the same object for the same lines) a copy showing `lines`, with the
-    original's id, name and metadata. A copy made here stands for its original: showing it again starts from that."""
+def shown_task(task: BaseMessage, lines: Sequence[int] | None, note: str = TASK_NOTE) -> BaseMessage:
+    """`task` as the view shows it: itself, or (the same object for the same lines) a copy showing `lines` under
+    `note`, with the original's id, name and metadata. A copy made here stands for its original: showing it again
+    starts from that."""
     task = _ORIGINALS.get(task) or task
     if lines is None or not isinstance(task, HumanMessage):
         return task
@@ -110,12 +116,17 @@ def shown_task(task: BaseMessage, lines: Sequence[int] | None) -> BaseMessage:
         return hit[1]
     all_lines = text_of(task).splitlines()
     kept = [index for index in key if 0 <= index < len(all_lines)]
-    note = TASK_NOTE.format(shown=len(kept), total=len(all_lines))
     # a copy with its id, name and metadata: the same speaker, only the text is cut
-    shown = task.model_copy(update={"content": f"{note}\n{render(all_lines, kept)}"})
+    heading = _note(note, task, len(kept), len(all_lines))
+    shown = task.model_copy(update={"content": f"{heading}\n{render(all_lines, kept)}"})
     _SHOWN.put(task, (key, shown))
     _ORIGINALS.put(shown, task)
     return shown
+
+
+def _note(note: str, message: BaseMessage, shown: int, total: int) -> str:
+    """`note` filled in: the lines shown, of how many, and the message's id as a JSON string (a note may name it)."""
+    return note.format(shown=shown, total=total, id=json.dumps(message.id, ensure_ascii=False))
 
 
 def shown_lines(message: BaseMessage) -> tuple[int, ...] | None:

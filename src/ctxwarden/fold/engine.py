@@ -37,6 +37,7 @@ from ctxwarden.fold.plan import FoldInput, FoldOutcome, FoldPlan, Gathered
 from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, kept_ahead, summary_message
 from ctxwarden.fold.summarize import Summary, deterministic_summary, prompt_for, summarizing
 from ctxwarden.fold.transcript import history_section
+from ctxwarden.fold.user_quotes import quoted_users
 
 CHARS_PER_TOKEN = 4
 """For the facts cap: a share of the window in tokens, spent in characters."""
@@ -120,10 +121,13 @@ class Folder:
         return unstreamed(plan.summarizer), prompt
 
     def gathered(self, folded_raw: Sequence[BaseMessage], given: FoldInput) -> Gathered:
-        """The facts of a fold of `folded_raw` after `given.folds`: the previous facts extended, and rendered."""
+        """The facts of a fold of `folded_raw` after `given.folds`: the previous facts extended, and rendered (a long
+        user message quoted in part, `ctxwarden.fold.user_quotes`)."""
         previous = Facts.from_dict(given.folds.last.facts if given.folds.last else None)
-        facts = gather(previous, folded_raw, gist_lines(self.policy, given.window, self.meter))
-        cap = int(given.window * self.policy.fold_facts_share * CHARS_PER_TOKEN)
+        cap = int(given.window * self.policy.fold_facts_share)
+        quoting = quoted_users(folded_raw, given.view, cap, self.meter)
+        facts = gather(previous, quoting, gist_lines(self.policy, given.window, self.meter))
+        cap *= CHARS_PER_TOKEN
         kept = quoted(facts, max_chars=cap)
         return Gathered(kept, render(kept, max_chars=cap))
 

@@ -6,7 +6,8 @@ So every summary opens with a section built from the folded messages themselves,
 deterministically, whatever the summarizer model says:
 
 - the user's messages, verbatim (the latest always; older ones, newest first, while they fit
-  the cap on their own, ahead of every other fact);
+  the cap on their own, ahead of every other fact; one longer than the cap in part, with the
+  way back to it whole, `ctxwarden.fold.user_quotes`);
 - every file written or edited (by the file tools, or by a shell command: a redirection,
   `tee`, `sed -i`, a script's `open(..., "w")`), by its path;
 - each failing command with its error line, verbatim, and whether a later run of the same

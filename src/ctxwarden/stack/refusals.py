@@ -42,8 +42,8 @@ def still_too_large(
 ) -> ContextStillTooLargeError:
     """The error for a call refused again after the forced round; it names the largest message the call still held,
     and when that one alone takes half the window (forty screenshots in one user message), says to send it in parts:
-    no layer takes the newest messages or an image out of view (the forced round shows only the thread's first message
-    in part, and only its text), and a smaller window would not help."""
+    the forced round shows a user message in part by its text only (`core.task`, `core.pasted`), no layer takes an
+    image out of view, and a smaller window would not help."""
     window = retry.window
     tried = ", ".join(applied) or "nothing left to clear or fold"
     fix = (
@@ -60,9 +60,10 @@ def still_too_large(
         held = f" The largest message it still held: {which}{f', {media_count(media)}' if media else ''}."
         if tokens * 2 > window.tokens:
             parts = "smaller parts (fewer images at a time)" if media else "smaller parts"
+            images = ", and no layer takes an image out of view" if media else ""
             fix = (
-                f"Fix: that message alone takes {tokens / window.tokens:.0%} of the window, and no layer takes the "
-                f"newest messages or an image out of view: send it in {parts}, or use a model with a larger window."
+                f"Fix: that message alone takes {tokens / window.tokens:.0%} of the window{images}: send it in "
+                f"{parts}, or use a model with a larger window."
             )
     return ContextStillTooLargeError(
         f"{window.model} refused the call as too long twice: first at about {first.used:,} tokens "
