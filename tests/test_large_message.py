@@ -25,7 +25,8 @@ from pydantic import PrivateAttr
 from ctxwarden import ContextStillTooLargeError, TraceStore, create_context_agent
 from ctxwarden.clip.boundary import Boundary
 from ctxwarden.core.identity import identified
-from ctxwarden.core.pasted import MESSAGE_NOTE, message_text_by_id
+from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.pasted import MESSAGE_NOTE, message_cuts, message_text_by_id
 from ctxwarden.fold.summarize import is_fold_request
 from ctxwarden.replay import ScriptedChatModel
 
@@ -261,4 +262,41 @@ def test_a_long_message_a_fold_takes_is_quoted_in_part_with_the_way_back(tmp_pat
     assert quoted is not None
     messages = identified(agent.get_state(config).values["messages"])
     assert message_text_by_id(messages, json.loads(quoted.group(1))) == pasted  # the note's id finds it whole
+    agent.checkpointer.conn.close()
+
+
+def test_the_forced_round_cuts_every_later_text_message_past_half_the_window_and_nothing_else() -> None:
+    meter = TokenMeter()
+    big = "\n".join(LOG.splitlines()[:2_000])  # about 49,000 tokens
+    pictured = HumanMessage([{"type": "text", "text": big}, {"type": "image", "url": "https://example.com/a.png"}])
+    thread = [
+        HumanMessage(big, id="task"),  # the task: `core.task` cuts it, never this
+        AIMessage("ok", id="a1"),
+        HumanMessage(big, id="one"),
+        HumanMessage("a small one", id="small"),
+        HumanMessage(big[: len(big) // 4], id="quarter"),  # past the facts cap, under half the window: read whole
+        pictured.model_copy(update={"id": "pictured"}),
+        HumanMessage([{"type": "text", "text": big}], id="blocks"),
+        HumanMessage(big, id="done"),
+    ]
+    cuts = message_cuts(thread, 40_000, 4_000, meter, {"done": (0,)})
+    assert set(cuts) == {"one", "blocks"}
+    assert all(0 in lines and len(lines) < 2_000 for lines in cuts.values())  # its first line, and far from all
+    assert sum(meter.counter(big.splitlines()[i]) for i in cuts["one"]) <= 4_000
+
+
+def test_a_search_finds_the_lines_the_part_shown_leaves_out(tmp_path: Path) -> None:
+    """`recall(query=...)` quotes a hit from the lines left out, rather than marking it as in view."""
+    wanted = next(line for line in LOG.splitlines() if "batch_4321 " in line)
+    search = AIMessage("", tool_calls=[{"name": "recall", "args": {"query": "batch_4321 "}, "id": "q1"}])
+    agent, model = agent_for(tmp_path, iter([search, AIMessage("found")]))
+    config = {"configurable": {"thread_id": "searched"}}
+    opened(agent, model, config)
+    out = agent.invoke({"messages": [("user", LOG)]}, config)
+
+    shown = shown_part(model._seen[2])
+    assert shown is not None
+    assert wanted not in str(shown.content)
+    answer = next(m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "q1")
+    assert wanted in str(answer.content)
     agent.checkpointer.conn.close()
