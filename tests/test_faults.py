@@ -159,8 +159,12 @@ class FillingDisk(FilesystemBackend):
 
 def test_a_full_disk_keeps_every_result_in_the_message_and_the_run_goes_on(tmp_path: Path) -> None:
     disk = FillingDisk(root_dir=tmp_path, virtual_mode=True)
-    model = scripted_model([*_steps(10, "dump", "part"), AIMessage("done")], window=WINDOW)
-    agent = _agent(tmp_path, model, tools=[dump], backend=ThreadIsolatedBackend(disk), summarizer=DETERMINISTIC)
+    model = scripted_model([*_steps(10, "dump", "part"), AIMessage("done")])
+    # the window as a budget the provider does not hold to: calls past it are sent (past a window the model declares,
+    # the forced round comes first, as after a refusal, and its fold goes on without its history file)
+    budget = ContextPolicy(window=WINDOW)
+    backend = ThreadIsolatedBackend(disk)
+    agent = _agent(tmp_path, model, tools=[dump], backend=backend, summarizer=DETERMINISTIC, policy=budget)
     config = {"configurable": {"thread_id": "full"}}
     out = agent.invoke({"messages": [HumanMessage("go")]}, config)
     assert out["messages"][-1].content == "done"

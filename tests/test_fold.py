@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from pathlib import Path
@@ -450,10 +451,11 @@ class RefusingBackend(FilesystemBackend):
 def test_a_history_that_cannot_be_written_keeps_the_turns_in_view(tmp_path: Path) -> None:
     views = Views()
     backend = ThreadIsolatedBackend(RefusingBackend(root_dir=tmp_path, virtual_mode=True))
+    budget = dataclasses.replace(POLICY, window=WINDOW)  # a budget: calls past it are sent, never forced
     middleware = context_middleware(
-        policy=POLICY, trace=tmp_path / "trace.sqlite", backend=backend, summarizer=DETERMINISTIC
+        policy=budget, trace=tmp_path / "trace.sqlite", backend=backend, summarizer=DETERMINISTIC
     )
-    model = scripted_model([*_steps(12), AIMessage("done")], window=WINDOW)
+    model = scripted_model([*_steps(12), AIMessage("done")])
     agent = create_agent(model, [fetch], middleware=[*middleware, views], checkpointer=InMemorySaver())
     agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "ro"}})
     failed = [e.payload for e in _compactions(tmp_path) if not e.payload["ok"]]

@@ -3,7 +3,9 @@
 No fold helps (a fold keeps the newest turn), so the provider refused the call, the forced
 retry sent the paste whole again, and the run ended with `ContextStillTooLargeError`. Now the
 forced round shows the message in part, under a note naming `recall(call_id=<its id>,
-part="message")`, which pages through it; the thread keeps it exact.
+part="message")`, which pages through it; the thread keeps it exact. The call is measured past
+the window the model declares, so the forced round runs before it is sent: the provider never
+sees the paste whole (`test_refused_ahead.py`).
 """
 
 from __future__ import annotations
@@ -17,18 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
-from pydantic import PrivateAttr
 
 from ctxwarden import ContextStillTooLargeError, TraceStore, create_context_agent
 from ctxwarden.clip.boundary import Boundary
 from ctxwarden.core.identity import identified
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.pasted import MESSAGE_NOTE, message_cuts, message_text_by_id
-from ctxwarden.fold.summarize import is_fold_request
-from ctxwarden.replay import ScriptedChatModel
+from refusing import Refusing
 
 LOG = "\n".join(
     f"2026-11-27 12:{i // 60:02d}:{i % 60:02d} worker_{i % 7} processed batch_{i} in {i % 97} ms" for i in range(9_000)
@@ -37,24 +36,6 @@ LOG = "\n".join(
 
 NOTE_START = MESSAGE_NOTE.split("{", 1)[0]
 NAMED = re.compile(r'recall\(call_id=("(?:[^"\\]|\\.)*"), part="message"\)')
-
-
-class Refusing(ScriptedChatModel):
-    """A provider that refuses a request over `limit` tokens (counted roughly, by characters)."""
-
-    limit: int = 8_000
-    _seen: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
-    _sizes: list[int] = PrivateAttr(default_factory=list)
-    """Every call's size, the summarizer's too."""
-
-    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
-        size = sum(len(str(m.content)) for m in messages) // 4
-        self._sizes.append(size)
-        if not is_fold_request(messages):  # the agent's calls (the same model writes the fold summaries)
-            self._seen.append(list(messages))
-        if size > self.limit:
-            raise ContextOverflowError(f"prompt is too long: {size} tokens > {self.limit} maximum")
-        return super()._generate(messages, stop, run_manager, **kwargs)
 
 
 def shown_part(messages: list[BaseMessage]) -> HumanMessage | None:
@@ -111,18 +92,17 @@ def test_a_later_message_larger_than_the_window_is_shown_in_part_and_read_by_pag
     out = agent.invoke(given, config) if run == "sync" else asyncio.run(agent.ainvoke(given, config))
 
     assert out["messages"][-1].content == "read it"  # before: ContextStillTooLargeError
-    refused = [size > model.limit for size in model._sizes]
-    assert refused.count(True) == 1  # the call after the paste held it whole, and the provider refused it; no other
-    assert max(len(str(m.content)) for m in model._seen[1]) > 4 * model.limit
-    # the retry showed it in part: its first and last lines, under the note that says how to get the rest
-    shown = shown_part(model._seen[2])
+    assert all(size <= model.limit for size in model._sizes)  # no call held the whole paste: none was refused
+    # the call after it showed it in part, its first and last lines under the note that says how to get the rest
+    # (measured past the window the model declares, it went through the forced round before it was sent)
+    shown = shown_part(model._seen[1])
     assert shown is not None
     text = str(shown.content)
     lines = LOG.splitlines()
     assert lines[0] in text
     assert lines[-1] in text
     assert all(line == "…" or line in LOG for line in text.splitlines()[1:])  # whole lines of the paste, never edited
-    assert any(m.content == "hi" for m in model._seen[2])  # the other user message is shown whole
+    assert any(m.content == "hi" for m in model._seen[1])  # the other user message is shown whole
     # pages of recall(part="message") give the paste back in order, exactly
     pages = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert [p.tool_call_id for p in pages] == ["r1", "r2"]
@@ -135,8 +115,11 @@ def test_a_later_message_larger_than_the_window_is_shown_in_part_and_read_by_pag
     assert kept == (LOG if shape != "blocks" else [{"type": "text", "text": LOG}])
     clears = TraceStore(tmp_path / "trace.sqlite").events(kind="context_clear")
     assert any(e.payload["messages_cut"] == 1 and e.payload["forced"] for e in clears)
+    assert [e.payload["stage"] for e in TraceStore(tmp_path / "trace.sqlite").events(kind="context_overflow")] == [
+        "measured"
+    ]
     # later calls show the same bytes (the cut is kept in the boundary): the provider's cache keeps it
-    assert shown_part(model._seen[3]).content == text == shown_part(model._seen[4]).content
+    assert shown_part(model._seen[2]).content == text == shown_part(model._seen[3]).content
     agent.checkpointer.conn.close()
 
 
@@ -220,7 +203,7 @@ def test_folds_after_the_paste_quote_its_shown_part(tmp_path: Path) -> None:
     out = agent.invoke({"messages": [("user", "and the rest?")]}, config)
 
     assert out["messages"][-1].content == "done"
-    assert [size > model.limit for size in model._sizes].count(True) == 1  # the paste's first call only
+    assert all(size <= model.limit for size in model._sizes)  # none refused
     trace = TraceStore(tmp_path / "trace.sqlite")
     assert sum(bool(e.payload.get("ok")) for e in trace.events(kind="context_compaction")) >= 3
     held = trace.events(kind="fold_held")
@@ -294,7 +277,7 @@ def test_a_search_finds_the_lines_the_part_shown_leaves_out(tmp_path: Path) -> N
     opened(agent, model, config)
     out = agent.invoke({"messages": [("user", LOG)]}, config)
 
-    shown = shown_part(model._seen[2])
+    shown = shown_part(model._seen[1])
     assert shown is not None
     assert wanted not in str(shown.content)
     answer = next(m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "q1")

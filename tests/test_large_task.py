@@ -3,24 +3,23 @@
 The task is shown in part once a clearing batch runs (`core.task`), but only after the
 model has answered it: an agent reads its task whole at least once. A task larger than the
 window can never be read whole, so the provider refused the call, the forced retry kept the
-task whole again, and the run ended with `ContextStillTooLargeError`. Now the forced retry
+task whole again, and the run ended with `ContextStillTooLargeError`. Now the forced round
 shows it in part, with `recall(part="task")` to page through it; the thread keeps it exact.
+Measured past the window the model declares, the call goes through that round before it is
+sent (`test_refused_ahead.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
-from langchain_core.exceptions import ContextOverflowError
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from pydantic import PrivateAttr
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from ctxwarden import TraceStore, create_context_agent
 from ctxwarden.core.task import TASK_NOTE
-from ctxwarden.replay import ScriptedChatModel
+from refusing import Refusing
 
 LOG = "\n".join(
     f"2026-11-27 12:{i // 60:02d}:{i % 60:02d} worker_{i % 7} processed batch_{i} in {i % 97} ms" for i in range(9_000)
@@ -28,22 +27,6 @@ LOG = "\n".join(
 """A pasted log of about 220,000 tokens: over twenty-five times an 8k window."""
 
 NOTE_START = TASK_NOTE.split("{", 1)[0]
-
-
-class Refusing(ScriptedChatModel):
-    """A provider that refuses a request over `limit` tokens (counted roughly, by characters)."""
-
-    limit: int = 8_000
-    _seen: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
-    _sizes: list[int] = PrivateAttr(default_factory=list)
-
-    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
-        size = sum(len(str(m.content)) for m in messages) // 4
-        self._sizes.append(size)
-        self._seen.append(list(messages))
-        if size > self.limit:
-            raise ContextOverflowError(f"prompt is too long: {size} tokens > {self.limit} maximum")
-        return super()._generate(messages, stop, run_manager, **kwargs)
 
 
 def _recall(page: int, call_id: str) -> AIMessage:
@@ -68,10 +51,10 @@ def test_a_first_message_larger_than_the_window_is_shown_in_part_and_read_by_pag
     out = agent.invoke(given, config) if run == "sync" else asyncio.run(agent.ainvoke(given, config))
 
     assert out["messages"][-1].content == "read it"  # before: ContextStillTooLargeError
-    assert model._sizes[0] > model.limit  # the first call held the whole paste, and the provider refused it
-    assert all(size <= model.limit for size in model._sizes[1:])
-    # the retry showed the task in part: its first and last lines, under the note that says how to get the rest
-    task = model._seen[1][1]
+    assert all(size <= model.limit for size in model._sizes)  # no call held the whole paste: none was refused
+    # the first call sent showed the task in part: its first and last lines, under the note that says how to get the
+    # rest (measured past the window the model declares, it went through the forced round before it was sent)
+    task = model._seen[0][1]
     assert isinstance(task, HumanMessage)
     shown = str(task.content)
     assert shown.startswith(NOTE_START)
@@ -91,8 +74,10 @@ def test_a_first_message_larger_than_the_window_is_shown_in_part_and_read_by_pag
     assert kept == (LOG if shape == "tuple" else [{"type": "text", "text": LOG}])
     clears = TraceStore(tmp_path / "trace.sqlite").events(kind="context_clear")
     assert any(e.payload["task_cut"] and e.payload["forced"] for e in clears)
+    overflows = TraceStore(tmp_path / "trace.sqlite").events(kind="context_overflow")
+    assert [e.payload["stage"] for e in overflows] == ["measured"]
     # later calls show the same bytes (the cut is kept in the boundary): the provider's cache keeps the task
-    assert model._seen[2][1].content == shown == model._seen[3][1].content
+    assert model._seen[1][1].content == shown == model._seen[2][1].content
     agent.checkpointer.conn.close()
 
 

@@ -162,7 +162,7 @@ def task_cut(
     """The cut a clearing batch makes of the thread's task: its id and the lines shown within `budget` tokens, chosen
     from what the agent wrote so far; `None` when the first message is no task with an id, the model has not yet
     answered it (it reads a task whole at least once) unless `unread` (a task larger than the window cannot be read
-    whole, and the forced retry shows it in part rather than end the run), or it fits `budget`."""
+    whole, and the forced round shows it in part rather than end the run), or it fits `budget`."""
     task = messages[0] if messages else None
     if not isinstance(task, HumanMessage) or not isinstance(task.id, str) or not task.id:
         return None

@@ -60,7 +60,7 @@ from ctxwarden.stack.call_events import (
     usage_event,
 )
 from ctxwarden.stack.pick import ModelPicker
-from ctxwarden.stack.refusals import still_too_large, with_room
+from ctxwarden.stack.refusals import refused_ahead, still_too_large, with_room
 from ctxwarden.stack.search_scope import ThreadScope
 from ctxwarden.stack.tool_copies import ToolInstances
 from ctxwarden.stack.tool_names import refuse_reserved
@@ -172,7 +172,8 @@ class ContextWindowMiddleware(AgentMiddleware):
             shaped, measure = self._begun(request, force)
             for layer in (*self.layers, self.note):
                 shaped.take(layer, layer.shape(shaped.request, shaped.budget), measure, last=layer is self.note)
-            self.recorder.record_all(shaped.events)  # lifecycle events are written in the call, in the gate too
+            if not refused_ahead(shaped.budget):  # else the forced round's events stand for the call
+                self.recorder.record_all(shaped.events)  # lifecycle events are written in the call, in the gate too
             return shaped
 
     async def _ashape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
@@ -180,7 +181,8 @@ class ContextWindowMiddleware(AgentMiddleware):
             shaped, measure = self._begun(request, force)
             for layer in (*self.layers, self.note):
                 shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), measure, last=layer is self.note)
-            await self.recorder.arecord_all(shaped.events)
+            if not refused_ahead(shaped.budget):
+                await self.recorder.arecord_all(shaped.events)
             return shaped
 
     # --- model calls ------------------------------------------------------------
@@ -198,24 +200,23 @@ class ContextWindowMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         check_thread_id()
-        shaped = self._shape(request)
+        shaped, first = self._shape(request), None
         self.recorder.record_later(before_call_events(shaped.request, shaped.budget))
-        try:
-            response = handler(shaped.request)
-        except Exception as exc:
-            self.recorder.record_all(failed_call_events(exc, shaped.budget))
-            if not is_context_overflow(exc):
-                raise
-            first, shaped = shaped, self._shape(request, force=True)  # one round of forced clearing and folding
+        if refused_ahead(shaped.budget):  # one round of forced clearing and folding before it is sent
+            first, shaped = shaped, self._shape(request, force=True)
+        while True:
             try:
                 response = handler(shaped.request)
-            except Exception as again:
-                self.recorder.record_all(failed_call_events(again, shaped.budget))
-                if is_context_overflow(again):
+                break
+            except Exception as exc:
+                self.recorder.record_all(failed_call_events(exc, shaped.budget))
+                if not is_context_overflow(exc):
+                    raise
+                if first is not None:
                     raise still_too_large(
-                        first.budget, shaped.budget, shaped.applied, again, shaped.request.messages, self.meter
-                    ) from again
-                raise
+                        first.budget, shaped.budget, shaped.applied, exc, shaped.request.messages, self.meter
+                    ) from exc
+                first, shaped = shaped, self._shape(request, force=True)  # one round of forced clearing and folding
         with FOREGROUND.call():  # the trace written in the call too: background work waits for it
             self._answer(shaped)
             result, events = self._finish(response, shaped)
@@ -240,24 +241,23 @@ class ContextWindowMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         check_thread_id()
-        shaped = await self._ashape(request)
+        shaped, first = await self._ashape(request), None
         self.recorder.record_later(before_call_events(shaped.request, shaped.budget))
-        try:
-            response = await handler(shaped.request)
-        except Exception as exc:
-            await self.recorder.arecord_all(failed_call_events(exc, shaped.budget))
-            if not is_context_overflow(exc):
-                raise
-            first, shaped = shaped, await self._ashape(request, force=True)  # one round of forced clearing and folding
+        if refused_ahead(shaped.budget):
+            first, shaped = shaped, await self._ashape(request, force=True)
+        while True:
             try:
                 response = await handler(shaped.request)
-            except Exception as again:
-                await self.recorder.arecord_all(failed_call_events(again, shaped.budget))
-                if is_context_overflow(again):
+                break
+            except Exception as exc:
+                await self.recorder.arecord_all(failed_call_events(exc, shaped.budget))
+                if not is_context_overflow(exc):
+                    raise
+                if first is not None:
                     raise still_too_large(
-                        first.budget, shaped.budget, shaped.applied, again, shaped.request.messages, self.meter
-                    ) from again
-                raise
+                        first.budget, shaped.budget, shaped.applied, exc, shaped.request.messages, self.meter
+                    ) from exc
+                first, shaped = shaped, await self._ashape(request, force=True)
         with FOREGROUND.call():
             self._answer(shaped)
             result, events = self._finish(response, shaped)

@@ -1,5 +1,8 @@
-"""The two calls no layer can save: a window too small for what every call sends, and a provider that refuses the call
-as too long even after the forced round of clearing and folding. Each error names the sizes and the fix."""
+"""The calls no layer can save, and the one that is not sent as it stands.
+
+A window too small for what every call sends, and a call refused as too long even after the forced round of clearing
+and folding: each error names the sizes and the fix. A call measured past a window the model declares itself goes
+through the forced round before it is sent (`refused_ahead`)."""
 
 from __future__ import annotations
 
@@ -30,6 +33,23 @@ def with_room(budget: CallBudget) -> CallBudget:
         window=window.tokens,
         fixed=fixed,
     )
+
+
+MEASURE_SLACK = 0.10
+"""How far past a provider's declared window a call is measured before it goes through the forced round unsent: the
+calibrated count is an estimate, a few percent off, and a provider that refuses says so (the forced round follows)."""
+
+
+def refused_ahead(budget: CallBudget) -> bool:
+    """Whether a call measured past the window goes through the forced round before it is sent: when the window is one
+    the model declares. A local server (Ollama at its `num_ctx`) cuts a longer prompt from its start without a word,
+    and the model answers without its system prompt: any call measured past it. A provider (its profile) refuses, after
+    taking the whole request in: a call measured past it by more than `MEASURE_SLACK`. A window passed in the policy
+    may be a budget below what the provider takes: a call measured past it is sent, forced only after a refusal."""
+    if budget.force or not budget.overflow:
+        return False
+    source, window = budget.window.source, budget.window.tokens
+    return source == "loaded_context" or (source == "profile" and budget.used > window * (1 + MEASURE_SLACK))
 
 
 def still_too_large(
@@ -65,11 +85,15 @@ def still_too_large(
                 f"Fix: that message alone takes {tokens / window.tokens:.0%} of the window{images}: send it in "
                 f"{parts}, or use a model with a larger window."
             )
-    return ContextStillTooLargeError(
-        f"{window.model} refused the call as too long twice: first at about {first.used:,} tokens "
-        f"(window {window.tokens:,}); ctxwarden then cleared and folded as far as it could ({tried}) down to about "
-        f"{retry.used:,} tokens and retried once, and the provider refused again ({error}).{held} {fix}"
-    )
+    if refused_ahead(first):  # the first was never sent
+        told = f"ctxwarden measured the call at about {first.used:,} tokens, past the window of {window.tokens:,}"
+        told += f" {window.model} declares, cleared and folded as far as it could ({tried}) down to about "
+        told += f"{retry.used:,} tokens, and {window.model} refused it as too long ({error})."
+    else:
+        told = f"{window.model} refused the call as too long twice: first at about {first.used:,} tokens (window "
+        told += f"{window.tokens:,}); ctxwarden then cleared and folded as far as it could ({tried}) down to about "
+        told += f"{retry.used:,} tokens and retried once, and the provider refused again ({error})."
+    return ContextStillTooLargeError(f"{told}{held} {fix}")
 
 
-__all__ = ["still_too_large", "with_room"]
+__all__ = ["MEASURE_SLACK", "refused_ahead", "still_too_large", "with_room"]
