@@ -35,7 +35,7 @@ from ctxwarden.fold.in_place import SentCall, fold_request
 from ctxwarden.fold.pin import pinned_task
 from ctxwarden.fold.plan import FoldInput, FoldOutcome, FoldPlan, Gathered
 from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, kept_ahead, summary_message
-from ctxwarden.fold.summarize import Summary, deterministic_summary, prompt_for, summarizing
+from ctxwarden.fold.summarize import Summary, bounded_summary, prompt_for, summarizing
 from ctxwarden.fold.transcript import history_section
 from ctxwarden.fold.user_quotes import quoted_users
 
@@ -179,7 +179,7 @@ class Folder:
     # --- summaries --------------------------------------------------------------
     def _summarizing(self, plan: FoldPlan, given: FoldInput) -> Steps[Summary]:
         if not asks_model(plan.summarizer):
-            return self._deterministic(plan, given, fallback=False)
+            return self.deterministic(plan, given, fallback=False)
         try:
             model, asked = self.request(plan, given, given.sent)
             return (
@@ -191,10 +191,12 @@ class Folder:
                 )
             )
         except Exception as exc:  # the run goes on with the deterministic summary
-            return self._deterministic(plan, given, fallback=True, error=f"{type(exc).__name__}: {exc}")
+            return self.deterministic(plan, given, fallback=True, error=f"{type(exc).__name__}: {exc}")
 
-    def _deterministic(self, plan: FoldPlan, given: FoldInput, *, fallback: bool, error: str | None = None) -> Summary:
-        return Summary(deterministic_summary(_previous_summary(given), plan.folded_raw), DETERMINISTIC, fallback, error)
+    def deterministic(self, plan: FoldPlan, given: FoldInput, *, fallback: bool, error: str | None = None) -> Summary:
+        """The summary built without a model, as long as one asked of a model (`fold.summarize.bounded_summary`)."""
+        text = bounded_summary(_previous_summary(given), plan.folded_raw, self._words(given), self.meter.counter)
+        return Summary(text, DETERMINISTIC, fallback, error)
 
     def _bounded_prompt(
         self, summarizer: Any, previous: str | None, folded: list[BaseMessage], given: FoldInput

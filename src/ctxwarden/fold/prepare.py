@@ -56,7 +56,6 @@ from ctxwarden.core.stream import emit
 from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.draft import EXTENSION_HEADING, Drafts, extended_by, extension, fingerprint
 from ctxwarden.fold.engine import (
-    DETERMINISTIC,
     Folder,
     FoldInput,
     FoldOutcome,
@@ -67,7 +66,7 @@ from ctxwarden.fold.engine import (
 from ctxwarden.fold.forecast import DRAFT_LOOKAHEAD_CALLS, LOOKAHEAD_CALLS, GrowthForecast, Key, prepare_threshold
 from ctxwarden.fold.preparation import Preparation, prepared_cut, previous_fold
 from ctxwarden.fold.state import FOLD_STATE_KEY, Folds
-from ctxwarden.fold.summarize import Summary, deterministic_summary, model_summary
+from ctxwarden.fold.summarize import Summary, model_summary
 
 ANSWER_WAIT = 600.0
 """Seconds an in-place preparation waits for the call that started it to be answered; past it, the call counts as
@@ -282,9 +281,9 @@ class Preparer:
             tail = draft.extension if draft is not None else extension(plan.folded_raw[preparation.drafts.summarized :])
             summary = extended_by(outcome, tail)
         else:  # the summarizer failed: the deterministic summary, as a fold made now would fall back to
-            previous = given.folds.last.summary if given.folds.last else None
-            error = f"{type(outcome).__name__}: {outcome}"
-            summary = Summary(deterministic_summary(previous, plan.folded_raw), DETERMINISTIC, True, error)
+            summary = self.folder.deterministic(
+                plan, given, fallback=True, error=f"{type(outcome).__name__}: {outcome}"
+            )
         kept = meter.messages_tokens([*plan.pinned, *given.view[plan.cut :]])  # the pinned task stays too
         facts = int(given.window * policy.fold_facts_share)  # at its cap: the section is rendered by the fold
         after = round((given.fixed_tokens + kept + meter.counter(summary.text) + facts) * given.factor)

@@ -227,6 +227,29 @@ def _from_reply(model: Any, reply: Any) -> Summary:
     return Summary(text.strip(), model_name(model), fallback=False, usage=usage)
 
 
+LINE_STEPS = (12, 8, 5, 3)
+"""Lines a section of the deterministic summary keeps at most, tried in turn until it fits the words a model is asked
+for (`bounded_summary`)."""
+
+
+TOKENS_PER_WORD = 4 / 3
+"""English prose, as tokenizers count it: what `words` words asked of a model come to."""
+
+
+def bounded_summary(
+    previous: str | None, messages: Sequence[BaseMessage], words: int, counter: Callable[[str], int]
+) -> str:
+    """`deterministic_summary` within the tokens of `words` words, the length a summarizer model is asked for: fewer
+    lines a section until it fits (those left out are in the history file). Counted in tokens, not words: quoted
+    logs and paths hold three tokens a word. At twelve lines a section whatever the window, an 8k window's summary
+    outweighed what its fold freed, and every call after it was past the window."""
+    for lines in LINE_STEPS:
+        text = deterministic_summary(previous, messages, max_lines=lines)
+        if counter(text) <= words * TOKENS_PER_WORD:
+            break
+    return text
+
+
 def deterministic_summary(previous: str | None, messages: Sequence[BaseMessage], *, max_lines: int = 12) -> str:
     """The same sections, built from the turns themselves (no model): it cannot fail."""
     sections: OrderedDict[str, list[str]] = OrderedDict((name, []) for name in SECTIONS)
