@@ -211,7 +211,7 @@ class ClearLayer:
         grown, freed = extend(found, boundary, need - task_saving)
         if cut is not None:
             grown, freed = dataclasses.replace(grown, task=cut[0], task_lines=cut[1]), freed + task_saving
-        if pasted:  # a later message past half the window: only a provider's refusal cuts it
+        if pasted:  # a later message past half the window: only the forced round cuts it
             grown = dataclasses.replace(grown, cut_messages={**boundary.cut_messages, **pasted})
         if not grown.hides_more_than(boundary) or not (freed * factor >= smallest or urgent):
             return boundary, *measured, []
