@@ -236,13 +236,14 @@ def test_a_result_of_thirty_images_keeps_what_fits_and_files_the_rest(tmp_path: 
 
     result = next(m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "f1")
     text, *kept = result.content
-    assert [b["base64"] for b in kept] == [SCREEN] * 11  # as many as fit half the window stay in view, in order
-    assert f"Its images 12 to 30 of 30 ({19 * SCREEN_TOKENS:,} tokens) are in " in text["text"]
-    first = re.search(r'read_file\(file_path="([^"]+\.png)"\) shows image 12', text["text"])
+    # as many as fit half of what the system prompt and the tool schemas leave of the window stay in view, in order
+    assert [b["base64"] for b in kept] == [SCREEN] * 10
+    assert f"Its images 11 to 30 of 30 ({20 * SCREEN_TOKENS:,} tokens) are in " in text["text"]
+    first = re.search(r'read_file\(file_path="([^"]+\.png)"\) shows image 11', text["text"])
     assert first is not None
     folder = tmp_path / first.group(1).lstrip("/").rsplit("/", 1)[0]
     files = sorted(folder.iterdir())
-    assert [f.name[:4] for f in files] == [f"{n:03d}-" for n in range(12, 31)]  # one file each, in order
+    assert [f.name[:4] for f in files] == [f"{n:03d}-" for n in range(11, 31)]  # one file each, in order
     assert all(f.read_bytes() == base64.b64decode(SCREEN) for f in files)  # each the image's exact bytes
 
     read = AIMessage("", tool_calls=[{"name": "read_file", "args": {"file_path": first.group(1)}, "id": "r1"}])
@@ -264,7 +265,7 @@ def test_a_fork_gets_copies_of_the_images_and_deleting_the_thread_takes_them(tmp
         session.invoke("Sample the video.")
         (result,) = [m for m in session.messages if isinstance(m, ToolMessage)]
         images = result.response_metadata["ctxwarden"]["media"]
-        assert len(images) == 10  # five fit half of 16k
+        assert len(images) == 11  # four fit half of what the system prompt and the tools leave of 16k
         assert all(p.startswith("/large_tool_results/source/f1-") for p in images)
 
         fork = session.fork(
@@ -372,7 +373,7 @@ def test_images_whose_data_is_not_base64_are_filed_as_their_exact_json(tmp_path:
     out = agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t"}})  # before: it raised
     (result,) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     filed = result.response_metadata["ctxwarden"]["media"]
-    assert len(filed) == 20  # unreadable, each counts as the largest image: ten fit half the window
+    assert len(filed) == 21  # unreadable, each counts as the largest image: nine fit half the room the tools leave
     block = {"type": "image", "base64": "AAAA\ud800" + SCREEN, "mime_type": "image/png"}
     exact = json.dumps(block, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
     assert all(p.endswith(".json") and (tmp_path / p.lstrip("/")).read_bytes() == exact for p in filed)

@@ -144,7 +144,7 @@ def test_a_lone_recall_keeps_its_pages(tmp_path: Path) -> None:
 def test_parallel_recalls_of_screenshots_bring_what_fits_and_say_so(tmp_path: Path) -> None:
     again = [{"name": "recall", "args": {"call_id": "f1"}, "id": f"again{i}"} for i in range(3)]
     replies = [
-        AIMessage("", tool_calls=[{"name": "frames", "args": {"count": 30}, "id": "f1"}]),  # 11 stay in view
+        AIMessage("", tool_calls=[{"name": "frames", "args": {"count": 30}, "id": "f1"}]),  # 10 stay in view
         AIMessage("", tool_calls=again),
         AIMessage("", tool_calls=[{"name": "recall", "args": {"call_id": "f1"}, "id": "alone"}]),
         AIMessage("done"),
@@ -158,12 +158,12 @@ def test_parallel_recalls_of_screenshots_bring_what_fits_and_say_so(tmp_path: Pa
     for i in range(3):
         text, *images = answers[f"again{i}"]
         assert images == [{"type": "image", "base64": SCREEN, "mime_type": "image/png"}] * 3
-        assert "this result holds 11 images; 3 of them fit beside the other calls of this turn" in text["text"]
+        assert "this result holds 10 images; 3 of them fit beside the other calls of this turn" in text["text"]
     text, *images = answers["alone"]
-    assert len(images) == 11
-    assert text["text"].endswith("[ctxwarden: this result's 11 images follow.]")
-    filed = re.search(r"19 more of this result's images and PDFs are in (\S+)/, one file each", text["text"])
-    assert filed is not None  # the other 19, moved to files at arrival, stay named when the result is recalled
+    assert len(images) == 10
+    assert text["text"].endswith("[ctxwarden: this result's 10 images follow.]")
+    filed = re.search(r"20 more of this result's images and PDFs are in (\S+)/, one file each", text["text"])
+    assert filed is not None  # the other 20, moved to files at arrival, stay named when the result is recalled
     assert filed.group(1).endswith(".media")
 
 

@@ -37,6 +37,24 @@ def _calls(*calls: tuple[str, dict], message_id: str | None = None) -> AIMessage
     )
 
 
+def _pages(reference: str) -> list[AIMessage]:
+    """Recall the whole of `reference`, page by page: a log of 40,000 characters is two pages on a 32k window."""
+    return [
+        AIMessage(
+            "",
+            tool_calls=[
+                {"name": "recall", "args": {"call_id": reference, "page": n, "limit": 50_000}, "id": f"page{n}"}
+            ],
+        )
+        for n in (1, 2)
+    ]
+
+
+def _joined(pages: list[Any]) -> str:
+    """The text the pages of a recall hold, without the note each ends with."""
+    return "".join(str(page).rpartition("\n[ctxwarden: characters ")[0] for page in pages)
+
+
 OWNER_FILE = result_path("owner", "", "c0", call_key("owner-build", 0))
 """Where thread `owner`'s evicted build log lives (the file name carries the call's key)."""
 ASYNC_FILE = result_path("async", "", "c0", call_key("async-build", 0))
@@ -122,11 +140,11 @@ def test_a_thread_reads_its_own_files_from_any_worker(postgres_url: str, tmp_pat
         first.setup()
         _owner_thread(ThreadIsolatedStoreBackend(first), saver, tmp_path)
         reread = _calls(("read_file", {"file_path": OWNER_FILE, "limit": 5}))
-        recalled = _calls(("recall", {"call_id": recall_id("c0", call_key("owner-build", 0)), "limit": 50_000}))
-        agent = _agent([reread, recalled, AIMessage("ok")], ThreadIsolatedStoreBackend(second), saver, tmp_path)
+        recalled = _pages(recall_id("c0", call_key("owner-build", 0)))
+        agent = _agent([reread, *recalled, AIMessage("ok")], ThreadIsolatedStoreBackend(second), saver, tmp_path)
         results = _run(agent, "owner", "read it back")
     assert SECRET in str(results["c0"].content)
-    assert [m.content for m in results.values()][-1] == LOG
+    assert _joined([results["page1"].content, results["page2"].content]) == LOG
 
 
 def test_a_fork_reads_its_ancestors_files_but_never_changes_them(store: BaseStore, tmp_path: Path) -> None:
@@ -233,15 +251,15 @@ async def test_an_async_agent_on_async_postgres_evicts_and_recalls(postgres_url:
         backend = ThreadIsolatedStoreBackend(store)
         replies = [
             _calls(("build", {"target": "all"}), message_id="async-build"),
-            _calls(("recall", {"call_id": "c0", "limit": 50_000})),
+            *_pages("c0"),
             AIMessage("built"),
         ]
         agent = _agent(replies, backend, saver, tmp_path)
         out = await agent.ainvoke({"messages": [("user", "build")]}, {"configurable": {"thread_id": "async"}})
         stored = await store.aget(("ctxwarden", "threads", "async"), ASYNC_FILE)
-    evicted, recalled = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    evicted, *recalled = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert str(evicted.content).count(SECRET) < LOG.count(SECRET) // 4  # the view keeps a preview, not the log
-    assert recalled.content == LOG
+    assert _joined([m.content for m in recalled]) == LOG
     assert stored is not None
     assert stored.value["content"] == LOG
 

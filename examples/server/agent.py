@@ -40,6 +40,7 @@ WINDOW = 6_000
 REQUEST = re.compile(r"build (?P<target>[\w-]+) in (?P<steps>\d+) steps")
 CALL_ID = re.compile(r"^build-(?P<target>[\w-]+)-(?P<step>\d+)-of-(?P<steps>\d+)$")
 RECALL = re.compile(r"recall (?P<call>build-[\w-]+)")
+NEXT_PAGE = re.compile(r"; page=(?P<page>\d+) for the rest\]$")
 
 
 def build_log(target: str, step: int) -> str:
@@ -56,7 +57,8 @@ def build(target: str, step: int) -> str:
 
 class BuildModel(StreamedReplies, BaseChatModel):
     """Answers `build TARGET in N steps` by calling `build` N times, one step a turn, then reports;
-    answers `recall CALL_ID` by calling ctxwarden's `recall` for that call's whole result.
+    answers `recall CALL_ID` by calling ctxwarden's `recall` for that call's whole result, page after page (each
+    page what the window leaves room for).
 
     Each reply depends only on the messages the call is shown: the request, or the id of
     the last tool call (which names the target, the step and the step count), so a fold that
@@ -89,12 +91,12 @@ def next_reply(messages: Sequence[BaseMessage]) -> AIMessage:
     said = [m for m in messages if not m.additional_kwargs.get("lc_source")]
     last = said[-1] if said else None
     if isinstance(last, ToolMessage) and last.name == "recall":
-        return AIMessage(
-            f"Recalled {last.tool_call_id.removeprefix('recall-')}: {len(str(last.content)):,} characters."
-        )
+        wanted_call, _sep, page = last.tool_call_id.removeprefix("recall-").partition("-page-")
+        if more := NEXT_PAGE.search(str(last.content)):
+            return recall_page(wanted_call, int(more["page"]))
+        return AIMessage(f"Recalled {wanted_call}: {page or 1} page(s).")
     if isinstance(last, HumanMessage) and (wanted := RECALL.search(str(last.content))):
-        args = {"call_id": wanted["call"], "limit": 50_000}
-        return AIMessage("", tool_calls=[{"name": "recall", "args": args, "id": f"recall-{wanted['call']}"}])
+        return recall_page(wanted["call"], 1)
     if isinstance(last, ToolMessage) and (done := CALL_ID.match(last.tool_call_id)):
         target, step, steps = done["target"], int(done["step"]), int(done["steps"])
     elif isinstance(last, HumanMessage) and (asked := REQUEST.search(str(last.content))):
@@ -110,6 +112,13 @@ def next_reply(messages: Sequence[BaseMessage]) -> AIMessage:
         "id": f"build-{target}-{step + 1}-of-{steps}",
     }
     return AIMessage(note.strip(), tool_calls=[call])
+
+
+def recall_page(call_id: str, page: int) -> AIMessage:
+    """A call of ctxwarden's `recall` for page `page` of the result of `call_id`."""
+    args = {"call_id": call_id, "page": page, "limit": 50_000}
+    suffix = f"-page-{page}" if page > 1 else ""
+    return AIMessage("", tool_calls=[{"name": "recall", "args": args, "id": f"recall-{call_id}{suffix}"}])
 
 
 backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=AGENT_FILES, virtual_mode=True))

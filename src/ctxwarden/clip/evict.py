@@ -40,7 +40,7 @@ from ctxwarden.clip.media_files import (
 from ctxwarden.clip.names import content_hash, issuing_key, recall_id, result_path, variant_path
 from ctxwarden.clip.preview import preview
 from ctxwarden.clip.render import RAW_SUFFIX, SURROGATES, Arrival
-from ctxwarden.clip.room import calls_of_reply, share
+from ctxwarden.clip.room import calls_of_reply, fixed_tokens, share
 from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.core.media import media_of
@@ -95,8 +95,10 @@ class Evictor:
         return min(self.policy.evict_threshold(window), self.step_share(request, window))
 
     def step_share(self, request: ToolCallRequest, window: int) -> int:
-        """Tokens this call's result may keep in view: its share of the window among its reply's calls."""
-        return share(window, calls_of_reply(_messages(request), request.tool_call.get("id")))
+        """Tokens this call's result may keep in view: its share of the window among its reply's calls, beside the
+        system prompt and tool schemas."""
+        messages = _messages(request)
+        return share(window, calls_of_reply(messages, request.tool_call.get("id")), fixed_tokens(messages))
 
     def plan(
         self, request: ToolCallRequest, message: ToolMessage, taken: bool = False

@@ -38,8 +38,8 @@ from ctxwarden.clip.evict import RECALL_TOOL
 from ctxwarden.clip.media_files import with_media
 from ctxwarden.clip.names import TAIL_MARK, call_key, changed_file, recall_id, split_recall_id
 from ctxwarden.clip.render import from_exact
-from ctxwarden.clip.room import answer_share, page_chars
-from ctxwarden.clip.search import Source, file_sources, find, matcher, message_sources, render
+from ctxwarden.clip.room import answer_share, page_chars, page_room
+from ctxwarden.clip.search import PAGE_TOKENS, Source, file_sources, find, matcher, message_sources, render
 from ctxwarden.clip.search_files import own_files, reader
 from ctxwarden.core.identity import identified
 from ctxwarden.core.media import media_of
@@ -326,12 +326,15 @@ def search(
     meter: TokenMeter,
     room: int | None = None,
 ) -> str:
-    """One page of `recall(query=...)`'s answer (of at most `room` tokens, when the call has only that)."""
+    """One page of `recall(query=...)`'s answer (of at most `room` tokens, when the call has only that; pages no
+    larger than the window's room for a step, `clip.room.page_room`)."""
     match = matcher(query, regex)
     if isinstance(match, str):
         return match
     hits, cut = find(scope(state), match)
-    return render(hits, cut, query, regex, page, meter.counter, room)
+    alone = page_room(state.get("messages", []))
+    page_tokens = PAGE_TOKENS if alone is None else min(PAGE_TOKENS, alone)  # a page holds one line at least
+    return render(hits, cut, query, regex, page, meter.counter, room, page_tokens)
 
 
 def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMeter | None = None) -> BaseTool:
@@ -351,8 +354,9 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
         room = answer_share(state.get("messages", []))  # parallel calls share the room their reply leaves
 
         def paged(text: str) -> str:
-            fits = page_chars(text, limit, room, counting.counter)
-            return page_of(text, page, limit, fits if fits < limit else None)
+            pages = min(limit, page_chars(text, limit, page_room(state.get("messages", [])), counting.counter))
+            fits = page_chars(text, pages, room, counting.counter)
+            return page_of(text, page, pages, fits if fits < pages else None)
 
         if part == "task":  # the task shown in part: the thread's first user message, whole
             task = next((m for m in state.get("messages", []) if isinstance(m, HumanMessage)), None)

@@ -298,9 +298,11 @@ def render(
     page: int,
     counter: Callable[[str], int],
     room: int | None = None,
+    page_tokens: int = PAGE_TOKENS,
 ) -> str:
-    """Page `page` of the answer: at most `PAGE_TOKENS` tokens of hits, with where to find the rest; of a page longer
-    than `room` tokens (what the other calls of the turn leave this answer), the lines that fit, saying so."""
+    """Page `page` of the answer: at most `page_tokens` tokens of hits (`PAGE_TOKENS`, or less on a window with less
+    room), with where to find the rest; of a page longer than `room` tokens (what the other calls of the turn leave
+    this answer), the lines that fit, saying so."""
     kind = "regex" if regex else "text"
     if not hits:
         return (
@@ -312,7 +314,7 @@ def render(
     for hit in hits:
         line = describe(hit)
         tokens = counter(line) + 1
-        if pages[-1] and used + tokens > PAGE_TOKENS:
+        if pages[-1] and used + tokens > page_tokens:
             pages.append([])
             used = 0
         pages[-1].append((line, tokens))

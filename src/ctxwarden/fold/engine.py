@@ -30,6 +30,7 @@ from ctxwarden.core.window import model_name, resolve_window
 from ctxwarden.errors import WindowUnknownError
 from ctxwarden.fold.cut import choose_cut
 from ctxwarden.fold.facts import Facts, gather, gist_lines, quoted, render, strip_facts
+from ctxwarden.fold.fit import facts_within, summary_room, words_within
 from ctxwarden.fold.history import appending, continued_path, history_path
 from ctxwarden.fold.in_place import SentCall, fold_request
 from ctxwarden.fold.pin import pinned_task
@@ -85,7 +86,8 @@ class Folder:
         pinned, lines = pinned_task(self.pinned(given.view, given.window), by_id, given.folds.last, folded_raw, cap)
         prompt = None
         if prompt_wanted and asks_model(summarizer) and not self.in_place(summarizer, given, given.sent):
-            prompt = self._bounded_prompt(summarizer, _previous_summary(given), folded, given)
+            words = self._words(given, summary_room(given, pinned, cut, self.meter))
+            prompt = self._bounded_prompt(summarizer, _previous_summary(given), folded, given, words)
         return FoldPlan(
             number=number,
             cut=cut,
@@ -114,10 +116,13 @@ class Folder:
     def request(self, plan: FoldPlan, given: FoldInput, sent: SentCall | None) -> tuple[Any, str | list[BaseMessage]]:
         """The model to ask and what to ask it: the call `sent` continued in place when it can be, else the transcript
         prompt (built here for a plan made with `prompt_wanted=False`, in the background)."""
+        words = self._words(given, summary_room(given, plan.pinned, plan.cut, self.meter))
         if sent is not None and self.in_place(plan.summarizer, given, sent):
-            asked = fold_request(sent, budget_words=self._words(given), focus=given.instructions)
+            asked = fold_request(sent, budget_words=words, focus=given.instructions)
             return unstreamed(sent.bound), asked
-        prompt = plan.prompt or self._bounded_prompt(plan.summarizer, _previous_summary(given), plan.folded, given)
+        prompt = plan.prompt or self._bounded_prompt(
+            plan.summarizer, _previous_summary(given), plan.folded, given, words
+        )
         return unstreamed(plan.summarizer), prompt
 
     def gathered(self, folded_raw: Sequence[BaseMessage], given: FoldInput) -> Gathered:
@@ -195,18 +200,18 @@ class Folder:
 
     def deterministic(self, plan: FoldPlan, given: FoldInput, *, fallback: bool, error: str | None = None) -> Summary:
         """The summary built without a model, as long as one asked of a model (`fold.summarize.bounded_summary`)."""
-        text = bounded_summary(_previous_summary(given), plan.folded_raw, self._words(given), self.meter.counter)
+        words = self._words(given, summary_room(given, plan.pinned, plan.cut, self.meter))
+        text = bounded_summary(_previous_summary(given), plan.folded_raw, words, self.meter.counter)
         return Summary(text, DETERMINISTIC, fallback, error)
 
     def _bounded_prompt(
-        self, summarizer: Any, previous: str | None, folded: list[BaseMessage], given: FoldInput
+        self, summarizer: Any, previous: str | None, folded: list[BaseMessage], given: FoldInput, words: int
     ) -> str:
         """The summarizer prompt, cut per message until it fits half of the summarizer's own window."""
         try:
             budget = resolve_window(summarizer).tokens // 2
         except WindowUnknownError:
             budget = given.window // 2
-        words = self._words(given)
         per_message = 6_000
         while True:
             prompt = prompt_for(
@@ -216,9 +221,10 @@ class Folder:
                 return prompt
             per_message //= 2
 
-    def _words(self, given: FoldInput) -> int:
-        """The summary's length asked for, in words: about what the fold keeps verbatim."""
-        return max(150, min(1_000, int(given.window * self.policy.fold_keep_share * 0.6)))
+    def _words(self, given: FoldInput, room: int) -> int:
+        """The summary's length asked for, in words: about what the fold keeps verbatim, and no more than half the
+        `room` the fold leaves it (`fold.fit`)."""
+        return words_within(max(150, min(1_000, int(given.window * self.policy.fold_keep_share * 0.6))), room)
 
     # --- outcomes ---------------------------------------------------------------
     def summary_of(
@@ -247,8 +253,14 @@ class Folder:
         gathered: Gathered | None = None,
     ) -> FoldOutcome:
         gathered = gathered if gathered is not None else self.gathered(plan.folded_raw, given)
-        facts = gathered.facts
         provisional = self.summary_of(plan, given, summary, gathered, write_error)
+        over = self.meter.message_tokens(summary_message(provisional)) - summary_room(
+            given, plan.pinned, plan.cut, self.meter
+        )
+        if over > 0:  # the call after the fold would be past the window: fewer facts (`fold.fit`)
+            gathered = facts_within(gathered, over, self.meter.counter)
+            provisional = self.summary_of(plan, given, summary, gathered, write_error)
+        facts = gathered.facts
         at = len(plan.pinned)  # where the summary goes
         view = [*plan.pinned, summary_message(provisional), *given.view[plan.cut :]]
         after = round((given.fixed_tokens + self.meter.messages_tokens(view)) * given.factor)
