@@ -125,7 +125,12 @@ def start_replies() -> list[AIMessage]:
 
 
 def recall_replies(call_id: str) -> list[AIMessage]:
-    return [_call("recall", {"call_id": "tests-1", "limit": 50_000}, call_id), AIMessage("The lexer test failed.")]
+    """The test log recalled whole: two pages, each what half the room the tools leave in the window holds."""
+    return [
+        _call("recall", {"call_id": "tests-1", "limit": 50_000}, call_id),
+        _call("recall", {"call_id": "tests-1", "limit": 50_000, "page": 2}, f"{call_id}-page-2"),
+        AIMessage("The lexer test failed."),
+    ]
 
 
 def intruder_replies() -> list[AIMessage]:
@@ -144,6 +149,12 @@ def load_threads(worker: str) -> list[str]:
 
 
 # --- one worker process -------------------------------------------------------------------------
+def _recalled(out: dict[str, Any], call_id: str) -> str:
+    """The text of the pages the recalls `call_id` and `<call_id>-page-2` returned, without their notes."""
+    pages = (_tool_result(out, call_id), _tool_result(out, f"{call_id}-page-2"))
+    return "".join(page.rpartition("\n[ctxwarden: characters ")[0] for page in pages)
+
+
 def _tool_result(out: dict[str, Any], call_id: str) -> str:
     (message,) = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == call_id]
     return str(message.content)
@@ -169,7 +180,7 @@ def handle(worker: Any, op: str, args: dict[str, Any]) -> dict[str, Any]:
             worker.fork(agent, backend, THREAD, [first_turn], CHILD)
             report = worker.report(agent, trace, THREAD)
         return {
-            "recalled": _tool_result(out, "recall-1"),
+            "recalled": _recalled(out, "recall-1"),
             "fold": fold.number,
             "report": report.to_dict(),
             "report_text": report.to_text(),
@@ -177,7 +188,7 @@ def handle(worker: Any, op: str, args: dict[str, Any]) -> dict[str, Any]:
     if op == "child":
         with _agent(worker, recall_replies("recall-2")) as (agent, _backend, _trace):
             out = worker.run_turn(agent, CHILD, "What failed in the tests of the thread you were forked from?")
-        return {"recalled": _tool_result(out, "recall-2")}
+        return {"recalled": _recalled(out, "recall-2")}
     if op == "intrude":
         with _agent(worker, intruder_replies()) as (agent, _backend, _trace):
             out = worker.run_turn(agent, INTRUDER, "Look around.")
@@ -340,7 +351,7 @@ def test_a_thread_moves_between_two_workers_and_nothing_is_lost(
     model_calls = len(start_replies()) + len(recall_replies("recall-1"))
     assert len(stamps) == model_calls
     assert kinds["model_usage"] == model_calls
-    assert kinds["tool_call"] == PAGES + 3 == sum(isinstance(m, ToolMessage) for m in messages)  # tests, deploy, recall
+    assert kinds["tool_call"] == PAGES + 4 == sum(isinstance(m, ToolMessage) for m in messages)  # with 2 recall pages
     assert kinds["eviction"] == 1
     assert kinds["context_clear"] == sum("context_clear" in s["events"] for s in stamps) >= 2
     folds = Folds.from_state(values).records
@@ -366,8 +377,8 @@ def test_a_thread_moves_between_two_workers_and_nothing_is_lost(
 
     # the fork and the intruder are threads of their own in the trace
     assert Counter(e.kind for e in trace.events(thread_id=CHILD, kind=["model_usage", "tool_call"])) == {
-        "model_usage": 2,
-        "tool_call": 1,
+        "model_usage": 3,
+        "tool_call": 2,  # the two pages of the recall
     }
 
     # 8 concurrent threads: every event once, every checkpoint whole, every evicted page in the store
