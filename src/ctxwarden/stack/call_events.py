@@ -15,6 +15,7 @@ from typing import Any
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest
 from langchain.tools.tool_node import ToolCallRequest
 from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from ctxwarden.core.layers import CallBudget, PendingEvent
@@ -89,6 +90,12 @@ def tool_event(
     return ("tool_call", payload, None)
 
 
+def failed_tool_events(request: ToolCallRequest, started: float, error: Exception) -> list[PendingEvent]:
+    """The `tool_call` event of a tool call that raised; none for LangGraph's pause (an interrupt asking a human,
+    which the call resumes from: not a failure)."""
+    return [] if isinstance(error, GraphBubbleUp) else [tool_event(request, None, started, error)]
+
+
 def result_chars(result: ToolMessage | Command[Any] | None) -> int:
     if isinstance(result, ToolMessage):
         return len(result.content) if isinstance(result.content, str) else len(json.dumps(result.content, default=str))
@@ -121,4 +128,12 @@ def usage_event(message: AIMessage, budget: CallBudget, meter: TokenMeter) -> Pe
     return ("model_usage", payload, budget.window.model)
 
 
-__all__ = ["asks_for_tools", "before_call_events", "failed_call_events", "result_chars", "tool_event", "usage_event"]
+__all__ = [
+    "asks_for_tools",
+    "before_call_events",
+    "failed_call_events",
+    "failed_tool_events",
+    "result_chars",
+    "tool_event",
+    "usage_event",
+]

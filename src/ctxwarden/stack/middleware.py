@@ -56,9 +56,11 @@ from ctxwarden.stack.call_events import (
     asks_for_tools,
     before_call_events,
     failed_call_events,
+    failed_tool_events,
     tool_event,
     usage_event,
 )
+from ctxwarden.stack.originals_guard import refused_change
 from ctxwarden.stack.pick import ModelPicker
 from ctxwarden.stack.refusals import refused_ahead, still_too_large, with_room
 from ctxwarden.stack.search_scope import ThreadScope
@@ -329,9 +331,9 @@ class ContextWindowMiddleware(AgentMiddleware):
         started = time.perf_counter()
         try:
             with agent_tool(_tool_name(request)):  # the agent's tool: it may not change ctxwarden's originals
-                result = handler(request)
+                result = refused_change(request) or handler(request)
         except Exception as exc:
-            self.recorder.record_all([tool_event(request, None, started, exc)])
+            self.recorder.record_all(failed_tool_events(request, started, exc))
             raise
         called = tool_event(request, result, started, None)
         with agent_tool(None):  # ctxwarden's own write
@@ -347,9 +349,9 @@ class ContextWindowMiddleware(AgentMiddleware):
         started = time.perf_counter()
         try:
             with agent_tool(_tool_name(request)):
-                result = await handler(request)
+                result = refused_change(request) or await handler(request)
         except Exception as exc:
-            await self.recorder.arecord_all([tool_event(request, None, started, exc)])
+            await self.recorder.arecord_all(failed_tool_events(request, started, exc))
             raise
         called = tool_event(request, result, started, None)
         with agent_tool(None):
