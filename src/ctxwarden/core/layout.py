@@ -73,6 +73,11 @@ NO_THREAD: str = _NoThread("no-thread")
 """Where the offloaded files of runs without a thread id (no checkpointer) go. A thread a client names `no-thread`
 gets a folder of its own (`folder_name` hashes it), never this one."""
 
+SHARED_FOLDERS = frozenset({str(NO_THREAD), "media"})
+"""Folder names no thread gets: the runs without a thread id's, and `/conversation_history/media/`, where deepagents'
+own summarization keeps every thread's images by content hash (a thread named `media` took it for its own folder: it
+listed another thread's files as its own, and deleting it deleted theirs)."""
+
 MAX_COMPONENT = 80
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _DOTS = re.compile(r"\.{2,}")
@@ -100,12 +105,13 @@ def folder_name(value: str) -> str:
 
     For thread and namespace folders (see the module docstring): a plain id that is not lowercase, ends in a dot
     or is a Windows device name is hashed, as an unsafe one is; so is one ending in `.md`, whose folder would be the
-    history file of the thread named without it (`/conversation_history/notes.md`, the file of thread `notes`)."""
+    history file of the thread named without it (`/conversation_history/notes.md`, the file of thread `notes`), and
+    one of the `SHARED_FOLDERS`."""
     if isinstance(value, _NoThread):
         return str(value)
     name = safe_component(value)
     plain = value == value.lower() and not value.endswith((".", ".md")) and not _DEVICE.fullmatch(value)
-    if name != value or (plain and value != NO_THREAD):  # a thread named like the runs without one gets its own
+    if name != value or (plain and value not in SHARED_FOLDERS):  # a thread named `no-thread` or `media`: its own
         return name
     return _hashed(value, value)
 
@@ -167,6 +173,7 @@ __all__ = [
     "HISTORY_PART",
     "LARGE_RESULTS_DIR",
     "MAX_COMPONENT",
+    "SHARED_FOLDERS",
     "TRACE_FILE",
     "folder_name",
     "history_part",
