@@ -454,3 +454,27 @@ def test_pyte_walks_a_bounded_number_of_cells_for_one_output(monkeypatch: pytest
     small = "ab\x1b[1D\x1b[1Pc"
     assert render(small).text == full_screen_lines(small)[0] == "ac"  # within the budget: drawn by pyte
     assert walked
+
+
+_SCREEN_ATOMS = ["ab", "下", "xyz ", "    ", "\r", "\b", "\x1b[1G", "\x1b[3G", "\x1b[2K", "\x1b[K", "\x1b[1K"]
+_SCREEN_ATOMS += ["\x1b[2C", "\x1b[D", "\x1b[P", "\x1b[2@", "\x1b[X", "\n", "\n"]
+_SCREEN_ATOMS += ["\x1b[A", "\x1b[2A", "\x1b[B", "\x1b[1F"]
+
+
+@settings(max_examples=1_000, deadline=None)
+@given(st.lists(st.sampled_from(_SCREEN_ATOMS), max_size=40))
+def test_lines_redrawn_after_a_move_up_render_as_the_whole_output_drawn_on_one_screen(atoms: list[str]) -> None:
+    data = "".join(atoms)  # a line that lands on a row an earlier one wrote: its erases, blanks and moves act on it
+    shown = [line.rstrip() for line in render(data).text.split("\n") if line.strip()]
+    assert shown == [line.rstrip() for line in full_screen_lines(data)]
+
+
+def test_docker_compose_redrawing_its_rows_shows_each_rows_last_state() -> None:
+    up = (
+        "[+] Running 0/2\x1b[K\n ⠿ Network app_default  Creating\x1b[K\n ⠿ Container app-db-1   Creating\x1b[K\n"
+        "\x1b[3A\x1b[1G[+] Running 2/2\x1b[K\n ✔ Network app_default  Created\x1b[K\n"
+        " ✔ Container app-db-1   Started\x1b[K\n"
+    )
+    expected = ["[+] Running 2/2", " ✔ Network app_default  Created", " ✔ Container app-db-1   Started"]
+    assert full_screen_lines(up) == expected
+    assert render(up).text.split("\n")[:3] == expected  # before: " ✔ Network app_default  Createdg"

@@ -215,7 +215,7 @@ class _Run:
         """`lines` drawn on a screen `rows` high: what scrolled off its top, then what it shows at the end; exactly
         by `fast_screen` when they hold only what it draws, else by pyte within the budget, else line by line."""
         width = max(80, *map(width_bound, lines))  # a line never wraps
-        data = "\n".join(line if _VERTICAL.search(line) else self.line(line) for line in lines)
+        data = "\n".join(line if _VERTICAL.search(line) else _screen_line(line) for line in lines)
         shown = fast_screen(data, rows, width + 1)
         if shown is None and self.pyte_may_draw(data):
             shown = _screen(data, rows, width + 1, self)
@@ -224,6 +224,34 @@ class _Run:
             return [self.line(_VERTICAL.sub("", line)) for line in lines]
         self.screened += len(lines)
         return shown
+
+
+def _screen_line(line: str) -> str:
+    """A line of a screen region without the frames no terminal shows, whatever its row held before: those before a
+    whole-line erase, and a plain frame that a later one covers with only plain frames between. The rest is drawn as
+    it came: on a screen a line may land on a row an earlier line wrote (after a move up), and its erases, trailing
+    blanks and moves act on what is there (flattened as if on an empty row, docker's `✔ Network app  Created` redraw
+    came out `Createdg`)."""
+    if "\r" not in line and "\x1b" not in line:
+        return line
+    frames = _COLUMN_ONE.sub("\r", line).split("\r")
+    for index in range(len(frames) - 1, 0, -1):  # the latest frame before which nothing shows
+        if frames[index - 1].endswith(_WHOLE_LINE_ERASE):
+            frames = [_WHOLE_LINE_ERASE, *frames[index:]]
+            break
+        if _ERASE_LINE_START.match(frames[index]):
+            frames = frames[index:]
+            break
+    kept: list[str] = []
+    reach = -1  # the longest of the plain frames after this one, up to the next that is not plain
+    for frame in reversed(frames):
+        if "\x1b" in frame or "\b" in frame or NOT_ONE_CELL.search(frame):
+            kept.append(frame)
+            reach = -1
+        elif len(frame) > reach:
+            kept.append(frame)
+            reach = len(frame)
+    return "\r".join(reversed(kept))
 
 
 def _overlay(frames: list[str]) -> str:
