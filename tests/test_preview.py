@@ -193,3 +193,23 @@ def test_a_preview_never_holds_every_line_of_a_huge_output(monkeypatch: pytest.M
     assert "ValueError: bad" in shown.text
     assert shown.total_lines == 400_000
     assert len(split) < 3 * len(set(split))  # each chunk split about once, one held at a time
+
+
+class _ReadCount(list[str]):
+    """The lines of an output, counting how many times a line is read."""
+
+    reads = 0
+
+    def __getitem__(self, index: Any) -> Any:
+        _ReadCount.reads += 1
+        return super().__getitem__(index)
+
+
+def test_indented_tracebacks_are_scanned_once_each_line_not_once_each_start() -> None:
+    # captured subprocess output indents its tracebacks: every line of an indented run may start one
+    lines = _ReadCount(["build log", *["  Traceback (most recent call last):"] * 4_000, "done"])
+    _ReadCount.reads = 0
+    groups = preview_module._signal_groups(lines, list(range(1, 4_001)))
+    assert _ReadCount.reads < 10 * len(lines)  # each pattern once a line; before: the rest of the run each start, 8M
+    assert len(groups) == 4_000
+    assert groups[-1] == [1, 2, 3, 4, *range(4_002 - 26, 4_002)]  # the first one, its head and its end, as before

@@ -18,7 +18,9 @@ nothing on plain text and stay linear on huge outputs of any shape. Three tables
   MB per second, and peak resident memory above the start (the peak of making the output left
   out) as a multiple of the output's UTF-8 size, for a 20 MB single line, a 50 MiB log, 20 MB
   of short lines (about 2.9 million), 20 MB of binary (a tool returning `bytes`: its `repr`,
-  2.7 times the bytes, is what arrives) and 10 MiB of progress bars.
+  2.7 times the bytes, is what arrives), 10 MiB of progress bars, 2 MB of indented tracebacks (captured subprocess
+  output: every line may start one) and 20 MB of a log whose status line is redrawn in place every 50 lines (33,000
+  screen regions).
 
     python -m ctxwarden.bench.render [--data tests/data/terminal] [--skip-arrival]
 """
@@ -93,6 +95,11 @@ def _output(shape: str, size: int) -> ToolMessage:
         text = "".join(f"{i}\n" for i in range(size // 7))
     elif shape == "binary":
         text = repr(random.Random(0).randbytes(size))  # what langchain hands on for a tool returning bytes
+    elif shape == "indented-tracebacks":  # captured subprocess output, indented: every line may start a traceback
+        text = "".join(f"  Traceback (most recent call last):\n    File 'job_{i}.py'\n" for i in range(size // 56))
+    elif shape == "status-redraws":  # a status line redrawn in place (cursor up, erase) after every 49 lines of log
+        block = "".join(f"item {j:02d} ok\n" for j in range(49))
+        text = "".join(f"{block}\x1b[1A\x1b[2K\rprogress: batch {i}\n" for i in range(size // 600))
     else:  # progress bars: the recorded tqdm loop, repeated
         raw = (DATA / "tqdm-loop.raw").read_bytes().decode("utf-8")
         text = (raw * (size // len(raw) + 1))[:size]
@@ -154,6 +161,8 @@ ARRIVALS = (
     ("short-lines", 20_000_000),
     ("binary", 20_000_000),
     ("progress", 10 * MIB),
+    ("indented-tracebacks", 2_000_000),
+    ("status-redraws", 20_000_000),
 )
 
 

@@ -218,13 +218,17 @@ def _signal_groups(lines: Sequence[str], signals: Sequence[int]) -> list[list[in
     """Indexes worth keeping, most valuable first: summaries, tracebacks, failing tests, errors."""
     summaries = [[i] for i in signals if SUMMARY.search(lines[i])]
     tracebacks = []
+    end = 0
     for i in signals:
         if TRACEBACK_START.search(lines[i]):
-            end = i + 1
+            # a start inside the indented run an earlier start scanned ends where that one did: each line is
+            # scanned once (an indented "Traceback" on every line of a 40,000-line run took minutes)
+            end = max(end, i + 1)
             while end < len(lines) and (lines[end].startswith((" ", "\t")) or not lines[end].strip()):
                 end += 1
-            block = list(range(i, min(end + 1, len(lines))))
-            tracebacks.append(block if len(block) <= 30 else block[:4] + block[-26:])
+            stop = min(end + 1, len(lines))
+            head = range(i, stop) if stop - i <= 30 else [*range(i, i + 4), *range(stop - 26, stop)]
+            tracebacks.append(list(head))
     errors = [[i] for i in signals if ERROR.search(lines[i]) and not TRACEBACK_START.search(lines[i])]
     failing = [[i] for i in signals if FAILING_TEST.search(lines[i])]
     # the last traceback is usually the one that matters; errors near the end too

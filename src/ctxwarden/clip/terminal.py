@@ -38,6 +38,7 @@ character counted at two cells, the most one takes, and a tab at eight).
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 
 import pyte
@@ -122,14 +123,16 @@ def render(text: str) -> Rendered:
     if not needs_rendering(text):
         return Rendered(text, 0, 0)
     lines = _INVISIBLE.sub("", text).replace("\r\n", "\n").split("\n")
-    vertical = [i for i, line in enumerate(lines) if "\x1b" in line and _VERTICAL.search(line)]
-    vertical += [i for i, line in enumerate(lines) if ("\x0b" in line or "\x0c" in line) and i not in vertical]
+    moves = {i for i, line in enumerate(lines) if "\x1b" in line and _VERTICAL.search(line)}
+    moves.update(i for i, line in enumerate(lines) if "\x0b" in line or "\x0c" in line)
+    vertical = sorted(moves)
     run = _Run(SCREEN_BUDGET_CHARS, PYTE_CELL_BUDGET)
     out: list[str] = []
     done = 0
-    for start, end, rows in _regions(lines, sorted(vertical)):
+    for start, end, rows in _regions(lines, vertical):
         out.extend(run.line(line) for line in lines[done:start])
-        out.extend(run.screen(lines[start:end], rows, sum(1 for i in vertical if start <= i < end)))
+        inside = bisect_left(vertical, end) - bisect_left(vertical, start)  # not a walk of every move per region
+        out.extend(run.screen(lines[start:end], rows, inside))
         done = end
     out.extend(run.line(line) for line in lines[done:])
     return Rendered("\n".join(out), run.screened, run.approximate)
