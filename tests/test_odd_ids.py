@@ -16,6 +16,7 @@ from langchain_core.tools import tool
 
 from ctxwarden import create_context_agent
 from ctxwarden.clip import make_recall_tool
+from ctxwarden.clip.names import shown_id
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.errors import CtxwardenError
 from ctxwarden.replay import scripted_model
@@ -59,6 +60,22 @@ def test_a_call_id_ending_like_a_call_key_is_recalled_by_that_id(state_dir: Path
     assert large.response_metadata[METADATA_KEY]["evicted"]
     text = recall.invoke({"call_id": "d#0badf00d", "state": state, "limit": 50_000})
     assert text == LARGE
+
+
+def test_an_empty_call_id_is_named_no_id_and_recall_finds_it_by_that_name(state_dir: Path) -> None:
+    """A model server that sends `"id": ""`: the marker and the placeholders name the result `no-id`."""
+    script = [AIMessage("", id="ai-1", tool_calls=[{"name": "fetch", "args": {"what": "large"}, "id": ""}])]
+    script.append(
+        AIMessage("", tool_calls=[{"name": "recall", "args": {"call_id": "no-id", "limit": 50_000}, "id": "r1"}])
+    )
+    agent = _agent(state_dir, [*script, AIMessage("done")])
+    messages = agent.invoke({"messages": [("user", "fetch it")]}, {"configurable": {"thread_id": "empty"}})["messages"]
+    agent.checkpointer.conn.close()
+    large = next(m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == "")
+    assert 'recall(call_id="no-id")' in str(large.content)
+    recalled = next(m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == "r1")
+    assert recalled.content == LARGE  # before: "this thread has no tool result with this call id ('no-id')"
+    assert shown_id("") == "no-id"  # a cleared result's placeholder names it so too
 
 
 def test_an_empty_thread_id_is_refused_at_the_first_call_saying_what_to_pass(state_dir: Path) -> None:

@@ -37,7 +37,7 @@ from ctxwarden.clip.media_files import (
     media_note,
     media_path,
 )
-from ctxwarden.clip.names import content_hash, issuing_key, recall_id, result_path, variant_path
+from ctxwarden.clip.names import NO_ID, content_hash, issuing_key, recall_id, result_path, variant_path
 from ctxwarden.clip.preview import preview
 from ctxwarden.clip.render import RAW_SUFFIX, SURROGATES, Arrival
 from ctxwarden.clip.room import calls_of_reply, fixed_tokens, share
@@ -117,7 +117,7 @@ class Evictor:
         if tokens <= threshold and exact:
             return None
         thread, namespace, _run = step_context()
-        call_id = message.tool_call_id or str(request.tool_call.get("id") or "no-id")
+        call_id = message.tool_call_id or str(request.tool_call.get("id") or NO_ID)
         arrived = message.response_metadata.get(METADATA_KEY) or {}
         # a rendered output keeps the key (and the file) its arrival took from the original: both name the same call
         raw_path = arrived.get("raw_path")
@@ -246,7 +246,7 @@ class Evictor:
         if self.backend is None or message.name == RECALL_TOOL or request.tool_call.get("name") == RECALL_TOOL:
             return None
         thread, namespace, _run = step_context()
-        call_id = message.tool_call_id or str(request.tool_call.get("id") or "no-id")
+        call_id = message.tool_call_id or str(request.tool_call.get("id") or NO_ID)
         key = issuing_key(_messages(request), request.tool_call, call_id, text_of(message))
         tool = message.name or request.tool_call.get("name") or "tool"
         path = result_path(thread, namespace, call_id, key)

@@ -32,6 +32,9 @@ from ctxwarden.core.layout import LARGE_RESULTS_DIR, NO_THREAD, folder_name, saf
 KEY_SEPARATOR = "#"
 """Joins a call id and its call key in a recall reference: `call_0#1a2b3c4d`."""
 
+NO_ID = "no-id"
+"""How files and placeholders name an empty call id (a model server that sends `"id": ""`), and `recall` reads it."""
+
 
 def call_key(message_id: str | None, index: int | str) -> str:
     """A short key for the `index`-th tool call of the AI message `message_id`: the same call, the same key."""
@@ -109,6 +112,8 @@ def shown_id(call_id: str) -> str:
     A provider's call id is 20 to 30 tokens of random characters, and a placeholder is paid for on every call while
     it stays in view; its last eight characters tell it from every other call of a thread (`recall` resolves them, and
     asks for the whole id in the rare thread where two calls share them)."""
+    if not call_id:
+        return NO_ID
     return call_id if len(call_id) <= 2 * SHOWN_TAIL_CHARS else TAIL_MARK + call_id[-SHOWN_TAIL_CHARS:]
 
 
@@ -127,6 +132,7 @@ def result_path(thread_id: str | None, namespace: str, call_id: str, key: str | 
 
 __all__ = [
     "KEY_SEPARATOR",
+    "NO_ID",
     "SHOWN_TAIL_CHARS",
     "TAIL_MARK",
     "call_key",

@@ -36,7 +36,7 @@ from langgraph.prebuilt import InjectedState
 
 from ctxwarden.clip.evict import RECALL_TOOL
 from ctxwarden.clip.media_files import with_media
-from ctxwarden.clip.names import TAIL_MARK, call_key, changed_file, recall_id, split_recall_id
+from ctxwarden.clip.names import NO_ID, TAIL_MARK, call_key, changed_file, recall_id, split_recall_id
 from ctxwarden.clip.render import from_exact
 from ctxwarden.clip.room import answer_share, page_chars, page_room
 from ctxwarden.clip.search import PAGE_TOKENS, Source, file_sources, find, matcher, message_sources, render
@@ -98,6 +98,8 @@ def resolve(messages: Sequence[BaseMessage], reference: str) -> tuple[str, str |
         return reference, None  # a call id that merely ends like a call key (`c#0badf00d`): the whole id
     if call_id in ids:
         return call_id, key
+    if call_id == NO_ID and "" in ids:  # an empty call id, as its file and placeholder name it
+        return "", key
     tail = call_id.removeprefix(TAIL_MARK)
     found = [known for known in ids if tail and known.endswith(tail)]
     if len(found) > 1:
