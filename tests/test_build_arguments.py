@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from langchain.agents.middleware import SummarizationMiddleware
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
@@ -30,6 +31,13 @@ def test_a_dict_policy_fails_with_the_policy_to_write_instead(tmp_path: Path) ->
     with pytest.raises(TypeError, match="not a ContextPolicy"):
         context_middleware(policy="default", trace=False)  # type: ignore[arg-type]
     assert context_middleware(policy=ContextPolicy(clear_at=0.5), trace=False)
+
+
+def test_a_summarization_middleware_of_the_users_fails_at_build_time(tmp_path: Path) -> None:
+    """deepagents keeps one middleware of a name: a `SummarizationMiddleware` after ctxwarden's dropped it whole."""
+    theirs = SummarizationMiddleware(scripted_model([], window=8_000), trigger=("tokens", 6_000))
+    with pytest.raises(BuildArgumentError, match=r"SummarizationMiddleware.*Fix: leave it out"):
+        create_context_agent(scripted_model([], window=8_000), state_dir=tmp_path, middleware=[theirs])
 
 
 @tool

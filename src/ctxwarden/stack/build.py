@@ -38,7 +38,7 @@ from ctxwarden.fold.layer import FoldedView, FoldLayer
 from ctxwarden.stack.compose import ContextStack, SkilledContextStack, with_skills_state
 from ctxwarden.stack.discover import AgentBackend, FindBackendLayer
 from ctxwarden.stack.isolation import ThreadIsolatedBackend, normalized
-from ctxwarden.stack.middleware import SLOT_NAME
+from ctxwarden.stack.middleware import SLOT_NAME, ContextWindowMiddleware
 from ctxwarden.stack.pick import ModelPicker, model_from_context
 from ctxwarden.stack.tool_names import refuse_reserved, refuse_reserved_in_subagents
 from ctxwarden.thread.checkpoints import open_checkpointer
@@ -193,6 +193,7 @@ def create_context_agent(
     validate_arguments(policy=policy, summarizer=summarizer)
     refuse_reserved(tools, "the tools given to create_context_agent")
     refuse_reserved_in_subagents(deep_agent_kwargs.get("subagents") or ())
+    refuse_slot_taken(middleware)
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
     if checkpointer is None:
@@ -233,6 +234,20 @@ def create_context_agent(
         **deep_agent_kwargs,
     )
     return attach_parts(agent, AgentParts(backend, core.recorder, policy, meter, summarizer))
+
+
+def refuse_slot_taken(middleware: Sequence[Any]) -> None:
+    """Raise `BuildArgumentError` for a middleware named as deepagents' summarization slot, which ctxwarden's takes:
+    deepagents keeps one middleware of a name, the last, so one of the two was dropped without a word (with a
+    `SummarizationMiddleware` of the user's after it, ctxwarden: no eviction, no recall, nothing traced)."""
+    for given in middleware:
+        if getattr(given, "name", None) == SLOT_NAME and not isinstance(given, ContextWindowMiddleware):
+            raise BuildArgumentError(
+                f"the middleware given to create_context_agent hold {type(given).__name__}, named {SLOT_NAME!r}: "
+                "deepagents' summarization slot, which ctxwarden's middleware takes, and deepagents keeps only one "
+                "middleware of a name. Fix: leave it out; ctxwarden folds the conversation itself "
+                "(ContextPolicy(summarize_at=...)), or compact() on demand."
+            )
 
 
 def managed_subagents(subagents: Sequence[Any], core: AgentMiddleware) -> list[Any]:
