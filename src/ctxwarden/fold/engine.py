@@ -83,7 +83,7 @@ class Folder:
         number = (given.folds.last.number + 1) if given.folds.last else 1
         summarizer = self.summarizer if self.summarizer is not None else given.fallback_model
         cap = (int(given.window * self.policy.fold_facts_share), self.meter.counter)
-        pinned, lines = pinned_task(self.pinned(given.view, given.window), by_id, given.folds.last, folded_raw, cap)
+        pinned, lines = pinned_task(self.pinned(given.view, given.window), by_id, given.prior, folded_raw, cap)
         prompt = None
         if prompt_wanted and asks_model(summarizer) and not self.in_place(summarizer, given, given.sent):
             words = self._words(given, summary_room(given, pinned, cut, self.meter))
@@ -126,9 +126,9 @@ class Folder:
         return unstreamed(plan.summarizer), prompt
 
     def gathered(self, folded_raw: Sequence[BaseMessage], given: FoldInput) -> Gathered:
-        """The facts of a fold of `folded_raw` after `given.folds`: the previous facts extended, and rendered (a long
+        """The facts of a fold of `folded_raw` after `given.prior`: its facts extended, and rendered (a long
         user message quoted in part, `ctxwarden.fold.user_quotes`)."""
-        previous = Facts.from_dict(given.folds.last.facts if given.folds.last else None)
+        previous = Facts.from_dict(given.prior.facts if given.prior else None)
         cap = int(given.window * self.policy.fold_facts_share)
         quoting = quoted_users(folded_raw, given.view, cap, self.meter)
         facts = gather(previous, quoting, gist_lines(self.policy, given.window, self.meter))
@@ -332,7 +332,7 @@ def _last_written(folds: Folds) -> str | None:
 def _previous_summary(given: FoldInput) -> str | None:
     """The last fold's summary without its facts: they are carried in the record and quoted again by every fold,
     so the summarizer is not billed for reading them."""
-    return strip_facts(given.folds.last.summary) if given.folds.last else None
+    return strip_facts(given.prior.summary) if given.prior else None
 
 
 SUMMARY_CONFIG: dict[str, Any] = {"tags": [TAG_NOSTREAM], "metadata": {"lc_source": "summarization"}}

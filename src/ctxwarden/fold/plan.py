@@ -11,7 +11,7 @@ from langchain_core.messages import BaseMessage
 from ctxwarden.core.layers import PendingEvent
 from ctxwarden.fold.facts import Facts
 from ctxwarden.fold.in_place import SentCall
-from ctxwarden.fold.state import FoldRecord, Folds
+from ctxwarden.fold.state import FoldRecord, Folds, kept_ahead
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,16 @@ class FoldInput:
     forced: bool = False
     sent: SentCall | None = None
     """The call as the model receives it, which an in-place summarizer request continues (`ctxwarden.fold.in_place`)."""
+
+    @property
+    def prior(self) -> FoldRecord | None:
+        """The fold this one extends (its summary, its facts, the task lines it pinned): the last, while the view shows
+        its summary. When the thread no longer holds the last folded message (a client removed it, or every message
+        with `REMOVE_ALL_MESSAGES`), the view shows the thread as it is, and a fold that extended the last one brought
+        the removed conversation back, quoted in its facts; it starts afresh instead (numbered after it, in the same
+        history file)."""
+        last = self.folds.last
+        return last if last is not None and kept_ahead(self.view) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,62 @@
+"""A thread wiped by its client (`RemoveMessage(id=REMOVE_ALL_MESSAGES)`, a chat's "clear") and used again.
+
+The fold records outlive the messages they summarize. The next fold extended the last one: its facts quoted the
+wiped conversation's lines (a key the user had just cleared away) in every summary after it. Now a fold whose
+predecessor's messages are gone from the thread starts afresh: numbered after it, in the same history file, which
+keeps what was folded before the wipe.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langchain_core.tools import tool
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from ctxwarden import DETERMINISTIC, create_context_agent
+from ctxwarden.fold import Folds
+from ctxwarden.replay import scripted_model
+
+SECRET = "api_key=SECRET-TOKEN-abc123XYZ"
+THOUGHT = "Let me read the next page carefully before going on. " * 30
+
+
+@tool
+def fetch(page: int) -> str:
+    """Fetch a page."""
+    lines = [f"page {page} line {i}: data /src/mod_{page}_{i}.py" for i in range(30)]
+    if page == 0:
+        lines.insert(3, f"ERROR: auth failed with {SECRET} at /etc/creds.cfg")
+    return "\n".join(lines)
+
+
+def _pages(first: int, count: int) -> list[AIMessage]:
+    return [
+        AIMessage(THOUGHT, tool_calls=[{"name": "fetch", "args": {"page": p}, "id": f"p{p}"}])
+        for p in range(first, first + count)
+    ]
+
+
+def test_a_fold_after_the_thread_was_wiped_quotes_nothing_of_the_wiped_conversation(tmp_path: Path) -> None:
+    replies = [*_pages(0, 24), AIMessage("paused"), *_pages(100, 24), AIMessage("done")]
+    model = scripted_model(replies, window=6_000)
+    agent = create_context_agent(model, [fetch], state_dir=tmp_path, summarizer=DETERMINISTIC)
+    config = {"configurable": {"thread_id": "wiped"}, "recursion_limit": 200}
+    agent.invoke({"messages": [HumanMessage("Fix the parser.")]}, config)
+    before = Folds.from_state(agent.get_state(config).values).records
+    assert before
+    assert SECRET in before[-1].summary  # the failing line, quoted in the facts
+
+    agent.update_state(config, {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)]})
+    agent.invoke({"messages": [HumanMessage("New task: write docs for the lexer.")]}, config)
+    records = Folds.from_state(agent.get_state(config).values).records
+    agent.checkpointer.conn.close()
+
+    after = records[len(before) :]
+    assert after  # the new conversation folded too
+    assert [r.number for r in records] == list(range(1, len(records) + 1))
+    assert all(SECRET not in r.summary for r in after)  # before: quoted in every summary after the wipe
+    history = (tmp_path / after[-1].path.lstrip("/")).read_text(encoding="utf-8")  # type: ignore[union-attr]
+    assert "## fold 1" in history  # what was folded before the wipe stays in the history file
+    assert SECRET in history
