@@ -478,3 +478,13 @@ def test_docker_compose_redrawing_its_rows_shows_each_rows_last_state() -> None:
     expected = ["[+] Running 2/2", " ✔ Network app_default  Created", " ✔ Container app-db-1   Started"]
     assert full_screen_lines(up) == expected
     assert render(up).text.split("\n")[:3] == expected  # before: " ✔ Network app_default  Createdg"
+
+
+def test_what_a_pager_drew_on_the_alternate_screen_is_gone_once_it_left_it() -> None:
+    before = "$ make test\ncompiling 3 files\ntests: 41 passed, 1 failed\n"
+    pager = "\x1b[?1049h\x1b[H\x1b[2Jpager line 1\npager line 2\n~\n~\n"
+    shown = render(f"{before}{pager}\x1b[?1049lexit status 1\n").text
+    # before: the pager's clear erased the main screen's lines, and its own lines stood in their place
+    assert [line for line in shown.split("\n") if line.strip()] == [*before.splitlines(), "exit status 1"]
+    still_open = render(f"{before}{pager}").text  # a program still on its screen at the end: that screen shows
+    assert "pager line 2" in still_open

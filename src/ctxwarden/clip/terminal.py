@@ -27,6 +27,11 @@ one a terminal cannot tell apart:
   multi-bar progress displays write), `fast_screen` draws them by pyte's rules a text run at a
   time, exactly and whatever their size; otherwise pyte does.
 
+What a full-screen program (`less`, `vim`, `htop`, git's pager) draws on the alternate screen is gone once it leaves it
+(`CSI ?1049l`): the terminal shows the main screen again, as it was. pyte has one screen, on which the program's own
+`CSI 2J` erased every line the main screen held, so those spans are taken out before drawing (one still open at the
+end stays: the program's screen is what shows).
+
 `SCREEN_BUDGET_CHARS` bounds what pyte draws of one output, one-row lines included, and
 `PYTE_CELL_BUDGET` the cells its inserts and deletes of characters may move; lines beyond them
 are rendered line by line with their escape codes stripped, and the result counts them
@@ -72,6 +77,9 @@ _INVISIBLE = re.compile(
 
 _VERTICAL = re.compile(r"\x1b(?:\[[0-9;]*[ABEFHJLMSTdfrsu]|\[\?(?:47|1047|1049)[hl]|[78DEMc])|[\x0b\x0c]")
 """Sequences that move the cursor to another row, place it, scroll, or clear the screen."""
+
+_ALTERNATE_SCREEN = re.compile(r"\x1b\[\?(?:1049|1047|47)h.*?\x1b\[\?(?:1049|1047|47)l", re.DOTALL)
+"""What a program wrote on the alternate screen, from entering it to leaving it: no terminal shows it afterwards."""
 
 _ERASE_LINE_START = re.compile(r"\x1b\[[02]?K")
 """An erase of the line right after a carriage return: every frame before it is invisible."""
@@ -122,7 +130,7 @@ def render(text: str) -> Rendered:
     """The lines a terminal shows once the program that wrote `text` ended (see the module docstring)."""
     if not needs_rendering(text):
         return Rendered(text, 0, 0)
-    lines = _INVISIBLE.sub("", text).replace("\r\n", "\n").split("\n")
+    lines = _ALTERNATE_SCREEN.sub("", _INVISIBLE.sub("", text)).replace("\r\n", "\n").split("\n")
     moves = {i for i, line in enumerate(lines) if "\x1b" in line and _VERTICAL.search(line)}
     moves.update(i for i, line in enumerate(lines) if "\x0b" in line or "\x0c" in line)
     vertical = sorted(moves)
