@@ -9,11 +9,20 @@ from typing import Any
 import pytest
 from deepagents import create_deep_agent
 from deepagents.backends import FilesystemBackend
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from ctxwarden import ContextPolicy, ThreadIsolatedBackend, compact, context_middleware, create_context_agent
+from ctxwarden import (
+    DETERMINISTIC,
+    ContextPolicy,
+    ThreadIsolatedBackend,
+    compact,
+    context_middleware,
+    create_context_agent,
+)
 from ctxwarden.clip.names import call_key, result_path
+from ctxwarden.core.identity import identified
+from ctxwarden.fold.history import history_path
 from ctxwarden.replay import scripted_model
 from ctxwarden.stack.isolation import owner_of
 from ctxwarden.thread.checkpoints import open_checkpointer
@@ -302,3 +311,26 @@ def test_a_thread_a_client_names_no_thread_keeps_a_folder_of_its_own(tmp_path: P
         if isinstance(m, ToolMessage)
     ]
     assert all(SECRET not in answer for answer in answers), answers
+
+
+def test_two_runs_without_a_thread_id_opening_alike_fold_into_files_neither_can_name(tmp_path: Path) -> None:
+    """A history file of a run without a thread id was named from its first message's text when it had no id: every
+    conversation opening with "hello" named the same file, and read another's folded turns from it."""
+    backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
+
+    def run(replies: list[AIMessage]) -> list[Any]:
+        model = scripted_model([*replies, AIMessage("done")], window=32_000)
+        middleware = [context_middleware(trace=False, summarizer=DETERMINISTIC)]
+        agent = create_deep_agent(model, [build], backend=backend, middleware=middleware)
+        return agent.invoke({"messages": [("user", "hello")]})["messages"]
+
+    builds = [_calls(("build", {"target": t}), id=f"b-{t}") for t in ("all", "docs", "tests", "lint")]
+    fold = [AIMessage("", tool_calls=[{"name": "compact_conversation", "args": {}, "id": f"fold{n}"}]) for n in (1, 2)]
+    run([builds[0], fold[0], builds[1], builds[2], builds[3], fold[1]])
+    (mine,) = (tmp_path / "conversation_history" / "no-thread").iterdir()  # both folds of the run: one file
+    assert mine.read_text(encoding="utf-8").count("## fold ") == 2
+    guessed = history_path(None, "", identified([HumanMessage("hello")]))  # what the text alone gives
+    answers = run([_calls(("read_file", {"file_path": guessed}))])
+    read = [str(m.content) for m in answers if isinstance(m, ToolMessage)]
+    assert all(SECRET not in answer for answer in read), read  # before: it returned the other run's history
+    assert len(list((tmp_path / "conversation_history" / "no-thread").iterdir())) == 1

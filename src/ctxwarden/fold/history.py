@@ -31,14 +31,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
+import secrets
 from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from ctxwarden.core.caches import ObjectCache
+from ctxwarden.core.identity import DERIVED_PREFIX
 from ctxwarden.core.io import Steps, arun, method, run
 from ctxwarden.core.layout import HISTORY_DIR, NO_THREAD, folder_name, history_part, is_history_part
-from ctxwarden.core.text import content_text, decode, encode
+from ctxwarden.core.text import decode, encode
 from ctxwarden.fold.transcript import section_marker
 
 _STAGED_END = b"\n<!-- ctxwarden: staged "
@@ -64,11 +67,22 @@ def history_path(thread_id: str | None, namespace: str, messages: Sequence[BaseM
 
 
 def conversation_key(messages: Sequence[BaseMessage]) -> str:
-    """16 hex of the first message's id (its text when it has none): the same for every run of one conversation
-    (a client resending its history), unguessable for another."""
+    """16 hex of the first message's id: the same for every run of one conversation (a client resending its history
+    with its ids), unguessable for another. A first message with no id of its own (a `("user", "hello")` tuple, or an
+    id ctxwarden derived from its text) gives a random name, kept for that message object while the run holds it:
+    named by its text, every conversation opening with "hello" named the same file, and read the others' history."""
     first = messages[0] if messages else None
-    named = (first.id or content_text(first.content)) if first is not None else ""
+    named = getattr(first, "id", None)
+    if not named or str(named).startswith(DERIVED_PREFIX):
+        named = _UNNAMED.get(first)
+        if named is None:
+            named = secrets.token_hex(16)
+            _UNNAMED.put(first, named)
     return hashlib.sha256(f"{getattr(first, 'type', '')}:{named}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+_UNNAMED: ObjectCache[str] = ObjectCache(cap=10_000)
+"""The random name of each first message without an id of its own, by object (`conversation_key`)."""
 
 
 def continued_path(
