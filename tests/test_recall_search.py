@@ -12,7 +12,7 @@ from langchain_core.tools import tool
 
 from ctxwarden import ContextPolicy, Session
 from ctxwarden.clip import make_recall_tool
-from ctxwarden.clip.search import PAGE_TOKENS
+from ctxwarden.clip.search import PAGE_TOKENS, Source, find, matcher
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.replay import scripted_model
 
@@ -228,3 +228,14 @@ def test_a_thread_that_names_a_parent_in_its_own_state_searches_no_other_thread(
         session.close()
     for answer in answers:
         assert answer.startswith("[ctxwarden: no line of this conversation matches"), answer
+
+
+def test_a_hit_names_the_line_read_file_shows_and_a_raw_output_reads_as_a_terminal_shows_it() -> None:
+    """Lines were split with `splitlines`: at every `\\r` progress frame and form feed too, so a hit's number was not
+    the line `read_file` shows, and a hit in an output's raw bytes came with its escape codes, once a frame."""
+    notes = "first\x0csame line after a form feed\nsecond line: target\n"
+    (hit,) = find([Source(notes, "file", path="/notes/a.txt")], matcher("target", False))[0]
+    assert hit.line == 2  # before: 3
+    raw = "\x1b[32mPASSED\x1b[0m t1\n\x1b[31mFAILED\x1b[0m t2 target\n" + "".join(f"\rtarget {p}%" for p in range(5))
+    hits, _cut = find([Source(raw, "file", path="/large_tool_results/t/c1.raw")], matcher("target", False))
+    assert [(h.line, h.text) for h in hits] == [(2, "FAILED t2 target"), (3, "target 4%")]  # before: 6 hits, codes kept

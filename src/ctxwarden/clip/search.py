@@ -20,7 +20,7 @@ name the model gives.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate, takewhile
 from typing import Any
@@ -31,7 +31,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from ctxwarden.clip.evict import RECALL_TOOL
 from ctxwarden.clip.names import changed_file
 from ctxwarden.clip.placeholders import is_cleared, text_cleared
+from ctxwarden.clip.render import RAW_SUFFIX
 from ctxwarden.clip.search_files import Reader, record_of
+from ctxwarden.clip.terminal import render as render_terminal
 from ctxwarden.core.gauge_note import NOTE_SOURCE
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import content_text, encode, text_of, value_text
@@ -245,12 +247,21 @@ def matcher(query: str, regex: bool) -> Callable[[str], Any] | str:
         )
 
 
+def _lines(source: Source) -> Iterator[str]:
+    """The lines of `source` as the agent's `read_file` numbers them (split at `\n` only: `splitlines` also split at
+    `\r`, a form feed or U+2028, and the numbers a hit named were not the file's); those of a terminal output's raw
+    bytes (`.raw`) as a terminal shows each, without escape codes, its progress frames one line."""
+    raw = source.path is not None and source.path.endswith(RAW_SUFFIX)
+    for line in source.text.split("\n"):
+        yield render_terminal(line).text.replace("\n", " ") if raw else line.removesuffix("\r")
+
+
 def find(sources: Sequence[Source], match: Callable[[str], Any]) -> tuple[list[Hit], bool]:
     """Every matching line, in order; a file line already found in a message is not repeated. Also: whether cut."""
     hits: list[Hit] = []
     found_lines: set[str] = set()
     for source in sources:
-        for number, line in enumerate(source.text.splitlines(), start=1):
+        for number, line in enumerate(_lines(source), start=1):
             found = match(line)
             if found is None:
                 continue
