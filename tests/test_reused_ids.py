@@ -10,13 +10,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
+from pydantic import PrivateAttr
 
 from ctxwarden import create_context_agent
 from ctxwarden.clip import make_recall_tool
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.replay import scripted_model
+from ctxwarden.replay import ScriptedChatModel, scripted_model
 
 FIRST = "\n".join(f"first build, line {i}: compiled module_{i}" for i in range(4_000))
 SECOND = "\n".join(f"second build, line {i}: linked object_{i}" for i in range(3_000))
@@ -88,3 +89,47 @@ async def test_async_turns_reusing_a_call_id_keep_both_results(state_dir: Path) 
     messages = (await agent.ainvoke({"messages": [("user", "and the second")]}, config))["messages"]
     _check(state_dir, agent, messages)
     agent.checkpointer.conn.close()
+
+
+@tool
+def fetch(page: int) -> str:
+    """Fetch a page."""
+    return "\n".join(f"page {page} line {i}: data /src/mod_{page}_{i}.py" for i in range(40))
+
+
+class Watching(ScriptedChatModel):
+    """Keeps what each of the agent's calls was shown."""
+
+    _seen: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+
+    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        if kwargs.get("ctxwarden_agent_call"):
+            self._seen.append(list(messages))
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def test_the_newest_results_are_shown_whole_when_their_ids_answered_results_cleared_before(state_dir: Path) -> None:
+    """A server that numbers calls `call_0`, `call_1` in each reply: once clearing hid an older `call_1`, the result of
+    every later `call_1` was shown as a placeholder the moment it arrived, before the model had read it."""
+    replies = [
+        AIMessage(
+            "Reading on. " * 20,
+            tool_calls=[
+                {"name": "fetch", "args": {"page": 10 * turn + k}, "id": f"call_{k}"}
+                for k in range(2 if turn % 2 == 0 else 1)
+            ],
+        )
+        for turn in range(16)
+    ]
+    model = Watching(messages=iter([*replies, AIMessage("done")]), profile={"max_input_tokens": 16_000})
+    agent = create_context_agent(model, [fetch], state_dir=state_dir)
+    agent.invoke({"messages": [("user", "Read the pages.")]}, {"configurable": {"thread_id": "numbered"}})
+    agent.checkpointer.conn.close()
+
+    cleared_any = False
+    for view in model._seen:
+        last = max((i for i, m in enumerate(view) if getattr(m, "tool_calls", None)), default=len(view))
+        newest = [str(m.content) for m in view[last + 1 :] if isinstance(m, ToolMessage)]
+        assert not any(text.startswith("[cleared") for text in newest)  # before: placeholders from the first read
+        cleared_any |= any(isinstance(m, ToolMessage) and str(m.content).startswith("[cleared") for m in view)
+    assert cleared_any  # older results were cleared all the same

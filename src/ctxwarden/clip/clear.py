@@ -305,8 +305,13 @@ class ClearLayer:
         if isinstance(first, HumanMessage) and task is not None and first.id == task[0]:  # only where the task stands
             out.append(shown_task(first, task[1]))
             start = 1
-        for message in itertools.islice(messages, start, None):
-            if isinstance(message, ToolMessage) and message.tool_call_id in results:
+        newest = next(
+            (i for i in range(len(messages) - 1, -1, -1) if getattr(messages[i], "tool_calls", None)), len(messages)
+        )
+        for position, message in enumerate(itertools.islice(messages, start, None), start=start):
+            # the newest reply's results stay whole, whatever id they answer: a server that numbers calls `call_0`,
+            # `call_1` in every reply reuses the ids of results cleared before
+            if isinstance(message, ToolMessage) and message.tool_call_id in results and position < newest:
                 out.append(self._replace(message, ("result",)))
             elif isinstance(message, AIMessage) and message.tool_calls:
                 key = call_key(message, results, args, self.policy.clear_call_text)
