@@ -3,7 +3,7 @@
 The facts are capped at a share of the window (`fold_facts_share`) and the summary asked for in words from the window
 (`fold_keep_share`), whatever the system prompt and the tool schemas take. Beside a deep agent's tools (2,700 tokens
 of schemas) and a 2,700-token system prompt, an 8k window leaves 2,600 tokens; a summary of 1,900 (log lines in the
-facts count twice their characters' share) and the newest step put 56 of 61 calls past the window, and the forced
+facts count 1.7 times their characters' share) and the newest step put 56 of 61 calls past the window, and the forced
 round could not help: every fold was the one that overflowed. Now a fold asks for no more words than half the room it
 leaves, and cuts its facts (the oldest lines first, as their cap does) until the call after it, with a gauge note,
 is within the window. Neither binds while the summary fits; what the facts leave out is in the history file the
