@@ -1,7 +1,8 @@
 """Ids the code did not expect: any string is a call id `recall` finds, and an empty thread id is refused up front.
 
 A call id may end like a call key (`c#0badf00d`): `recall` takes it whole when the thread has a call by that
-whole id. A thread id `""` is refused at the first model call with an error that says what to pass, before any
+whole id; an id that is another call's keyed reference (`c1#<c1's key>`) gets the name of each, never the wrong
+result. A thread id `""` is refused at the first model call with an error that says what to pass, before any
 tool runs: a thread with no usable name gets no eviction or folding folder, so running it would overflow.
 """
 
@@ -16,7 +17,7 @@ from langchain_core.tools import tool
 
 from ctxwarden import create_context_agent
 from ctxwarden.clip import make_recall_tool
-from ctxwarden.clip.names import shown_id
+from ctxwarden.clip.names import call_key, shown_id
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.errors import CtxwardenError
 from ctxwarden.replay import scripted_model
@@ -60,6 +61,31 @@ def test_a_call_id_ending_like_a_call_key_is_recalled_by_that_id(state_dir: Path
     assert large.response_metadata[METADATA_KEY]["evicted"]
     text = recall.invoke({"call_id": "d#0badf00d", "state": state, "limit": 50_000})
     assert text == LARGE
+
+
+def test_a_call_id_that_is_another_calls_keyed_reference_gets_both_names_never_the_wrong_result(
+    state_dir: Path,
+) -> None:
+    twin = f"c1#{call_key('ai-1', 0)}"  # the reference the eviction marker of call c1 writes
+    script = [
+        AIMessage("", id="ai-1", tool_calls=[{"name": "fetch", "args": {"what": "large"}, "id": "c1"}]),
+        AIMessage("", id="ai-2", tool_calls=[{"name": "fetch", "args": {"what": "small"}, "id": twin}]),
+        AIMessage("", tool_calls=[{"name": "recall", "args": {"call_id": twin}, "id": "r1"}]),
+        AIMessage("done"),
+    ]
+    agent = _agent(state_dir, script)
+    messages = agent.invoke({"messages": [("user", "fetch both")]}, {"configurable": {"thread_id": "odd"}})["messages"]
+    agent.checkpointer.conn.close()
+    answer = next(m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == "r1")
+    own = f"{twin}#{call_key('ai-2', 0)}"
+    assert f'recall(call_id="{own}")' in answer.content  # the odd call, by its own key
+    assert 'recall(call_id="c1")' in answer.content
+    assert "large output line" not in answer.content
+
+    recall = make_recall_tool(agent.ctxwarden_parts.backend)
+    state = {"messages": messages}
+    assert recall.invoke({"call_id": own, "state": state}) == SMALL
+    assert recall.invoke({"call_id": "c1", "state": state, "limit": 50_000}) == LARGE
 
 
 def test_an_empty_call_id_is_named_no_id_and_recall_finds_it_by_that_name(state_dir: Path) -> None:

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxwarden import ReplayChatModel, ReplayMismatchError, TrajectoryFormatError, create_context_agent
-from ctxwarden.core.gauge_note import NOTE_SOURCE
+from ctxwarden.core.gauge_note import note_message
 from ctxwarden.replay import Recording, load_recording, parse_recording, replay_tools
 from ctxwarden.replay.driver import areplay_into, replay_into
 from ctxwarden.replay.model import CLOSING_TEXT, TURN_END_TEXT
@@ -283,6 +283,6 @@ def test_a_gauge_note_after_the_results_still_ends_the_turn(tmp_path: Path) -> N
     model = ReplayChatModel(recording=rec)
     first = model.invoke([HumanMessage("fix it")])
     result = ToolMessage("a.txt", tool_call_id="c1")
-    note = HumanMessage("[context 91% full]", additional_kwargs={"lc_source": NOTE_SOURCE})
+    note = note_message("[context 91% full]", "high")
     ended = model.invoke([HumanMessage("fix it"), first, result, note])
     assert ended.content == TURN_END_TEXT

@@ -17,11 +17,11 @@ from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from pydantic import PrivateAttr
 
 from ctxwarden.bench.strategies import STRATEGIES, Asked, fixed_summarizer
-from ctxwarden.fold.state import is_summary
+from ctxwarden.fold.state import SUMMARY_SOURCE
 from ctxwarden.fold.summarize import is_fold_request
 from ctxwarden.replay.driver import replay_into
 from ctxwarden.replay.model import ReplayChatModel
@@ -167,10 +167,16 @@ def applied_folds(calls: Sequence[SeenCall]) -> list[int]:
 
 def _fold_mark(view: Sequence[BaseMessage]) -> tuple[str, str] | None:
     for index, message in enumerate(view):
-        if is_summary(message):
+        if _summary_of_any_strategy(message):
             after = view[index + 1] if index + 1 < len(view) else None
             return str(message.content), f"{after.type}:{after.content}" if after is not None else ""
     return None
+
+
+def _summary_of_any_strategy(message: BaseMessage) -> bool:
+    """A summary in a view of any strategy measured (ctxwarden's, deepagents', langchain's all carry langchain's mark):
+    the bench reads the views a model was sent, so the mark is the test here, not `fold.state.is_summary`."""
+    return isinstance(message, HumanMessage) and message.additional_kwargs.get("lc_source") == SUMMARY_SOURCE
 
 
 __all__ = ["CapturingReplay", "Replayed", "SeenCall", "StepTimer", "applied_folds", "replay"]

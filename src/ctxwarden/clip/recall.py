@@ -30,13 +30,14 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool
 from langgraph.prebuilt import InjectedState
 
 from ctxwarden.clip.evict import RECALL_TOOL
 from ctxwarden.clip.media_files import with_media
-from ctxwarden.clip.names import NO_ID, TAIL_MARK, call_key, changed_file, recall_id, split_recall_id
+from ctxwarden.clip.names import call_key, changed_file, recall_id
+from ctxwarden.clip.references import answers, choose, has_key, resolve
 from ctxwarden.clip.render import from_exact
 from ctxwarden.clip.room import answer_share, page_chars, page_room
 from ctxwarden.clip.search import PAGE_TOKENS, Source, file_sources, find, matcher, message_sources, render
@@ -84,90 +85,15 @@ def own_scope(backend: Any) -> Scope:
     return sources
 
 
-def resolve(messages: Sequence[BaseMessage], reference: str) -> tuple[str, str | None] | str:
-    """`(call id, call key or None)` that `reference` names, or why it names none.
-
-    `reference` is a call id, `call id#call key`, or the end of a call id as a placeholder shows it (`…Sr5FeHu`, the
-    mark optional): an id of the thread that is not the whole reference and ends with it is the one meant, when it is
-    the only one."""
-    call_id, key = split_recall_id(reference)
-    ids = dict.fromkeys(
-        str(c.get("id")) for m in messages if isinstance(m, AIMessage) for c in m.tool_calls
-    ) | dict.fromkeys(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
-    if key is not None and reference in ids and not (call_id in ids and _has_key(messages, call_id, key)):
-        return reference, None  # a call id that merely ends like a call key (`c#0badf00d`): the whole id
-    if call_id in ids:
-        return call_id, key
-    if call_id == NO_ID and "" in ids:  # an empty call id, as its file and placeholder name it
-        return "", key
-    tail = call_id.removeprefix(TAIL_MARK)
-    found = [known for known in ids if tail and known.endswith(tail)]
-    if len(found) > 1:
-        return (
-            f"[ctxwarden: {len(found)} calls of this thread have ids ending with {tail!r}: "
-            f"{', '.join(repr(known) for known in found)}. Name the one you mean by its whole id.]"
-        )
-    return (found[0] if found else call_id), key
-
-
-def _has_key(messages: Sequence[BaseMessage], call_id: str, key: str) -> bool:
-    """Whether a call of the thread with id `call_id` has the call key `key`."""
-    return any(k == key for k, _m in answers(list(messages), call_id))
-
-
-def answers(messages: list[BaseMessage], call_id: str) -> list[tuple[str | None, ToolMessage]]:
-    """Every result of `call_id` in the thread, each with the call key of the call it answers, in order.
-
-    A call id can be reused (see `ctxwarden.clip.names`), so this can be more than one.
-    """
-    waiting: list[str] = []
-    found: list[tuple[str | None, ToolMessage]] = []
-    for message in messages:
-        if isinstance(message, AIMessage):
-            waiting += [call_key(message.id, i) for i, c in enumerate(message.tool_calls) if c.get("id") == call_id]
-        elif isinstance(message, ToolMessage) and message.tool_call_id == call_id:
-            in_order = waiting.pop(0) if waiting else None
-            record = message.response_metadata.get(METADATA_KEY) or {}
-            recorded = record.get("key") if isinstance(record, dict) and record.get("evicted") else None
-            found.append((recorded or in_order, message))  # an evicted output's key is the one its file has
-    return found
-
-
-def _choose(
-    found: list[tuple[str | None, ToolMessage]], call_id: str, key: str | None
-) -> tuple[ToolMessage | None, str | None]:
-    """The one result meant, or why there is none (unknown id or key, or an ambiguous bare id)."""
-    if key is not None:
-        found = [(k, m) for k, m in found if k == key]
-    if len(found) == 1 or (key is not None and len({text_of(m) for _k, m in found}) == 1):
-        return found[0][1], None  # (twin calls that returned the same text share their key)
-    if not found:
-        known = "this call id and key" if key else "this call id"
-        named = recall_id(call_id, key)
-        return None, f"[ctxwarden: this thread has no tool result with {known} ({named!r}); check the placeholder.]"
-    choices = "; ".join(
-        f'recall(call_id="{recall_id(call_id, k)}") for the one starting {_first_line(m)!r}' for k, m in found
-    )
-    return None, (
-        f"[ctxwarden: {len(found)} tool results in this thread share call id {call_id!r} (the id was reused). "
-        f"Name the one you mean: {choices}.]"
-    )
-
-
 def result_media(messages: list[BaseMessage], reference: str) -> tuple[list[Any], list[str]]:
     """The images and PDFs of the result `reference` names, as its message holds them (clearing leaves them out of
     view), and the files of those its eviction moved out of it (`clip.media_files`)."""
     resolved = resolve(messages, reference)
-    message = None if isinstance(resolved, str) else _choose(answers(messages, resolved[0]), *resolved)[0]
+    message = None if isinstance(resolved, str) else choose(answers(messages, resolved[0]), *resolved)[0]
     if message is None:
         return [], []
     filed = (message.response_metadata.get(METADATA_KEY) or {}).get("media")
     return media_of(message), [str(p) for p in filed] if isinstance(filed, list) else []
-
-
-def _first_line(message: ToolMessage) -> str:
-    line = next((line for line in text_of(message).splitlines() if line.strip()), "")
-    return line[:60]
 
 
 def lookup_result(
@@ -185,7 +111,7 @@ def lookup_result(
     if isinstance(resolved, str):
         return None, resolved
     call_id, key = resolved
-    message, why = _choose(answers(messages, call_id), call_id, key)
+    message, why = choose(answers(messages, call_id), call_id, key)
     if message is None:
         return None, why
     record = message.response_metadata.get(METADATA_KEY) or {}
@@ -252,7 +178,7 @@ def _calling(messages: list[BaseMessage], reference: str) -> tuple[AIMessage, An
         for i, call in enumerate(message.tool_calls)
         if call.get("id") == call_id and (key is None or call_key(message.id, i) == key)
     ]
-    if not found and key is not None and _has_key(messages, call_id, key):  # twins keyed by their output
+    if not found and key is not None and has_key(messages, call_id, key):  # twins keyed by their output
         return _calling(messages, call_id)
     return found[-1] if found else None
 
@@ -397,7 +323,6 @@ page_of = page
 __all__ = [
     "DEFAULT_LIMIT",
     "Scope",
-    "answers",
     "lookup_result",
     "make_recall_tool",
     "original_args",
@@ -406,6 +331,5 @@ __all__ = [
     "own_scope",
     "page",
     "page_bounds",
-    "resolve",
     "search",
 ]

@@ -34,9 +34,9 @@ from ctxwarden.clip.placeholders import is_cleared, text_cleared
 from ctxwarden.clip.render import RAW_SUFFIX
 from ctxwarden.clip.search_files import Reader, record_of
 from ctxwarden.clip.terminal import render as render_terminal
-from ctxwarden.core.gauge_note import NOTE_SOURCE
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import content_text, encode, text_of, value_text
+from ctxwarden.core.view_made import is_view_message
 
 PAGE_TOKENS = 2_000
 """Most tokens one page of search results takes."""
@@ -46,9 +46,6 @@ MAX_HITS = 2_000
 
 LINE_CHARS = 240
 """A hit's line is shown up to this many characters, around the match."""
-
-VIEW_SOURCES = frozenset({"summarization", NOTE_SOURCE})
-"""`lc_source` of messages that are views of others (fold summaries, gauge notes): not searched."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +88,8 @@ def _args_text(args: Any) -> str:
 
 
 def _is_view(message: BaseMessage) -> bool:
-    return isinstance(message, HumanMessage) and message.additional_kwargs.get("lc_source") in VIEW_SOURCES
+    """A fold summary or gauge note made for a view: not searched (what it quotes is searched where it came from)."""
+    return is_view_message(message)
 
 
 def evicted_path(message: ToolMessage) -> str | None:

@@ -34,6 +34,7 @@ from ctxwarden.core.list_totals import starts_with
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.stamp import RECENT, stamp_of
+from ctxwarden.core.view_made import is_view_message, view_message
 
 NOTE_STAMP_KEY = "gauge_note"
 """Key of the note's text in the stamp of the call that carried it."""
@@ -102,14 +103,15 @@ def note_message(text: str, level: str) -> HumanMessage:
     if cached is None:
         if len(_NOTES) > 1_000:
             _NOTES.clear()
-        cached = _NOTES[text] = HumanMessage(
-            text, id=f"ctxwarden-gauge-{level}", additional_kwargs={"lc_source": NOTE_SOURCE}
+        cached = _NOTES[text] = view_message(
+            HumanMessage(text, id=f"ctxwarden-gauge-{level}", additional_kwargs={"lc_source": NOTE_SOURCE})
         )
     return cached
 
 
 def is_note(message: BaseMessage) -> bool:
-    return isinstance(message, HumanMessage) and message.additional_kwargs.get("lc_source") == NOTE_SOURCE
+    """Whether `message` is a note made for a view (by identity, as `core.view_made` says why)."""
+    return is_view_message(message, NOTE_SOURCE)
 
 
 def placed(messages: Sequence[BaseMessage], notes: Sequence[dict[str, str]]) -> list[BaseMessage] | None:

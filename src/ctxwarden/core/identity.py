@@ -124,4 +124,26 @@ def _result(messages: Sequence[BaseMessage], record: _Identified) -> list[BaseMe
     return list(record.out)
 
 
-__all__ = ["DERIVED_PREFIX", "Identities", "fingerprint", "identified"]
+def as_received(thread: list[BaseMessage], received: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """`thread` with each message a middleware ahead of ctxwarden rewrote (the same id, another object in `received`,
+    the request as it reached the stack) replaced by its rewrite: a redacting middleware's edit holds in what the
+    layers read as the thread, so no fold summary, pinned task or gist quotes what it took out.
+
+    Both lists are identified (`Identities`). The usual rewrite keeps the list's order, so messages are compared
+    by position first and a lookup by id is built only when the lists do not line up."""
+    if thread is received:
+        return thread
+    out: list[BaseMessage] | None = None
+    lined_up = len(thread) == len(received)
+    by_id: dict[str | None, BaseMessage] | None = None if lined_up else {m.id: m for m in received if m.id}
+    for index, message in enumerate(thread):
+        got = received[index] if by_id is None else by_id.get(message.id)
+        if got is None or got is message or got.id != message.id:
+            continue
+        if out is None:
+            out = list(thread)
+        out[index] = got
+    return thread if out is None else out
+
+
+__all__ = ["DERIVED_PREFIX", "Identities", "as_received", "fingerprint", "identified"]

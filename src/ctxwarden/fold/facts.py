@@ -37,6 +37,7 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
 from ctxwarden.core.text import FAILURE, TOKEN, content_text, error_line, message_text, value_text
 from ctxwarden.core.writes import FILE_WRITERS, written_paths
+from ctxwarden.fold.state import is_summary
 
 MAX_LINE_CHARS = 400
 """Longer output lines are not quoted among the lines the agent used."""
@@ -111,7 +112,7 @@ def gather(previous: Facts, folded: Sequence[BaseMessage], excerpt: Excerpt | No
     shown: dict[str, int] = {}  # token -> how many folded messages so far showed it (what an excerpt calls new)
     gisted: list[str] = []
     for message in folded:
-        if isinstance(message, HumanMessage) and not _is_summary(message):
+        if isinstance(message, HumanMessage) and not is_summary(message):
             _add(facts.users, seen["users"], content_text(message.content).strip())
         elif isinstance(message, AIMessage):
             spoken += 1
@@ -280,10 +281,6 @@ def strip_facts(summary: str) -> str:
     before, _heading, rest = summary.partition(FACTS_HEADING)
     _facts, _end, after = rest.partition(FACTS_END)
     return (before + after).strip()
-
-
-def _is_summary(message: BaseMessage) -> bool:
-    return message.additional_kwargs.get("lc_source") == "summarization"
 
 
 __all__ = [

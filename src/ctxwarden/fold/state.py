@@ -20,6 +20,7 @@ from langchain.agents.middleware.types import AgentState, PrivateStateAttr
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from ctxwarden.core.stamp import METADATA_KEY
+from ctxwarden.core.view_made import is_view_message, view_message
 from ctxwarden.fold.pin import shown_task
 
 FOLD_STATE_KEY = "ctxwarden_fold"
@@ -134,10 +135,12 @@ def summary_message(record: FoldRecord) -> HumanMessage:
         f"[ctxwarden: the conversation {span} this point was folded into this summary (fold {record.number}).]\n\n"
         f"{record.summary}{_footer(record)}"
     )
-    message = HumanMessage(
-        content=content,
-        id=f"ctxwarden-fold-{record.number}-{record.upto}",
-        additional_kwargs={"lc_source": SUMMARY_SOURCE, METADATA_KEY: {"fold": record.number}},
+    message = view_message(
+        HumanMessage(
+            content=content,
+            id=f"ctxwarden-fold-{record.number}-{record.upto}",
+            additional_kwargs={"lc_source": SUMMARY_SOURCE, METADATA_KEY: {"fold": record.number}},
+        )
     )
     if len(_SUMMARY_CACHE) > 1_000:
         _SUMMARY_CACHE.clear()
@@ -155,7 +158,9 @@ def _footer(record: FoldRecord) -> str:
 
 
 def is_summary(message: BaseMessage) -> bool:
-    return isinstance(message, HumanMessage) and message.additional_kwargs.get("lc_source") == SUMMARY_SOURCE
+    """Whether `message` is a summary made for a view, not a thread's message that looks like one (a fork's seed,
+    deepagents' summary, an imitation): those are originals, folded, written out and searched like any other."""
+    return is_view_message(message, SUMMARY_SOURCE)
 
 
 def kept_ahead(view: Sequence[BaseMessage]) -> int:

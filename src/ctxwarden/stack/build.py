@@ -40,6 +40,7 @@ from ctxwarden.stack.discover import AgentBackend, FindBackendLayer
 from ctxwarden.stack.isolation import ThreadIsolatedBackend, normalized
 from ctxwarden.stack.middleware import SLOT_NAME, ContextWindowMiddleware
 from ctxwarden.stack.pick import ModelPicker, model_from_context
+from ctxwarden.stack.routes import refuse_isolation_under_route
 from ctxwarden.stack.tool_names import refuse_reserved, refuse_reserved_in_subagents
 from ctxwarden.thread.checkpoints import open_checkpointer
 from ctxwarden.thread.view import ContextState
@@ -125,6 +126,7 @@ def context_middleware(
         backend = AgentBackend(state_dir)
         found.append(FindBackendLayer(backend))
     else:
+        refuse_isolation_under_route(backend)
         trace_file = getattr(recorder.store, "path", None)
         if isinstance(trace_file, Path):
             check_unreachable(backend, trace_file, "trace")
@@ -196,6 +198,8 @@ def create_context_agent(
     refuse_slot_taken(middleware)
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
+    if backend is not None:
+        refuse_isolation_under_route(backend)
     if checkpointer is None:
         if backend is not None:
             check_unreachable(backend, state / CHECKPOINTS_FILE, "checkpoint database")

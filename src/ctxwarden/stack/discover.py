@@ -32,6 +32,7 @@ from ctxwarden.admit.memory import local_path
 from ctxwarden.core.layers import CallBudget, LayerEdit
 from ctxwarden.stack.isolation import ThreadIsolatedBackend
 from ctxwarden.stack.middleware import ContextWindowMiddleware
+from ctxwarden.stack.routes import refuse_isolation_under_route
 from ctxwarden.trace.store import TraceStore
 
 T = TypeVar("T")
@@ -146,6 +147,7 @@ class AgentBackend(BackendProtocol):
         self._searched = key
         found = files_backend(tools)
         if found is not None:
+            refuse_isolation_under_route(found, "the agent's file backend")
             self._found = found
 
     @property

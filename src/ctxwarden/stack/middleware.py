@@ -42,7 +42,7 @@ from ctxwarden.clip.evict import Evictor
 from ctxwarden.clip.recall import make_recall_tool
 from ctxwarden.core.foreground import FOREGROUND
 from ctxwarden.core.gauge_note import GaugeNote
-from ctxwarden.core.identity import Identities
+from ctxwarden.core.identity import Identities, as_received
 from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
@@ -156,7 +156,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         state = request.state
         raw = state.get("messages") if isinstance(state, dict) else None
         if raw:
-            thread = messages if raw is request.messages else self.identities(raw)
+            thread = messages if raw is request.messages else as_received(self.identities(raw), messages)
             if thread is not raw:
                 changes["state"] = {**state, "messages": thread}
         return request.override(**changes) if changes else request
