@@ -12,32 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain.agents.middleware import AgentMiddleware, ModelRequest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from ctxwarden import acompact, compact, create_context_agent
 from ctxwarden.core.gauge_note import NOTE_SOURCE, is_note, note_message
 from ctxwarden.fold.state import FoldRecord, is_summary, summary_message
 from ctxwarden.replay import scripted_model
+from views import Views
 
 SECRET = "CONSTRAINT-7731: never deploy on fridays"
-
-
-class Views(AgentMiddleware):
-    """Keeps the messages of every model call (placed after ctxwarden's, so it sees the shaped view)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.views: list[list[BaseMessage]] = []
-
-    def wrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
-        self.views.append(list(request.messages))
-        return handler(request)
-
-    async def awrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
-        self.views.append(list(request.messages))
-        return await handler(request)
 
 
 @tool

@@ -98,10 +98,29 @@ def test_an_empty_call_id_is_named_no_id_and_recall_finds_it_by_that_name(state_
     messages = agent.invoke({"messages": [("user", "fetch it")]}, {"configurable": {"thread_id": "empty"}})["messages"]
     agent.checkpointer.conn.close()
     large = next(m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == "")
-    assert 'recall(call_id="no-id")' in str(large.content)
+    assert f'recall(call_id="no-id#{call_key("ai-1", 0)}")' in str(large.content)  # keyed by its own call
     recalled = next(m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == "r1")
     assert recalled.content == LARGE  # before: "this thread has no tool result with this call id ('no-id')"
     assert shown_id("") == "no-id"  # a cleared result's placeholder names it so too
+
+
+def test_a_call_whose_id_is_no_id_and_an_empty_call_id_are_each_recalled_by_its_key(state_dir: Path) -> None:
+    calls = [
+        {"name": "fetch", "args": {"what": "large"}, "id": ""},
+        {"name": "fetch", "args": {"what": "small"}, "id": "no-id"},
+    ]
+    script = [AIMessage("", id="ai-1", tool_calls=calls), AIMessage("done")]
+    agent = _agent(state_dir, script)
+    messages = agent.invoke({"messages": [("user", "fetch")]}, {"configurable": {"thread_id": "no-id"}})["messages"]
+    agent.checkpointer.conn.close()
+    recall = make_recall_tool(agent.ctxwarden_parts.backend)
+    state = {"messages": messages}
+    answer = recall.invoke({"call_id": "no-id", "state": state})
+    empty, literal = f"no-id#{call_key('ai-1', 0)}", f"no-id#{call_key('ai-1', 1)}"
+    assert f'recall(call_id="{empty}")' in answer
+    assert f'recall(call_id="{literal}")' in answer
+    assert recall.invoke({"call_id": empty, "state": state, "limit": 50_000}) == LARGE
+    assert recall.invoke({"call_id": literal, "state": state}) == SMALL
 
 
 def test_an_empty_thread_id_is_refused_at_the_first_call_saying_what_to_pass(state_dir: Path) -> None:

@@ -117,11 +117,12 @@ class Evictor:
         if tokens <= threshold and exact:
             return None
         thread, namespace, _run = step_context()
-        call_id = message.tool_call_id or str(request.tool_call.get("id") or NO_ID)
+        given = message.tool_call_id or str(request.tool_call.get("id") or "")
+        call_id = given or NO_ID  # named so; its key is looked up by the id it has (a call may be named "no-id")
         arrived = message.response_metadata.get(METADATA_KEY) or {}
         # a rendered output keeps the key (and the file) its arrival took from the original: both name the same call
         raw_path = arrived.get("raw_path")
-        key = arrived["key"] if raw_path else issuing_key(_messages(request), request.tool_call, call_id, text)
+        key = arrived["key"] if raw_path else issuing_key(_messages(request), request.tool_call, given, text)
         path = str(raw_path).removesuffix(RAW_SUFFIX) if raw_path else result_path(thread, namespace, call_id, key)
         data = encode(text)
         path = variant_path(path, data) if taken else path
@@ -246,8 +247,9 @@ class Evictor:
         if self.backend is None or message.name == RECALL_TOOL or request.tool_call.get("name") == RECALL_TOOL:
             return None
         thread, namespace, _run = step_context()
-        call_id = message.tool_call_id or str(request.tool_call.get("id") or NO_ID)
-        key = issuing_key(_messages(request), request.tool_call, call_id, text_of(message))
+        given = message.tool_call_id or str(request.tool_call.get("id") or "")
+        call_id = given or NO_ID
+        key = issuing_key(_messages(request), request.tool_call, given, text_of(message))
         tool = message.name or request.tool_call.get("name") or "tool"
         path = result_path(thread, namespace, call_id, key)
         path = variant_path(path, taken) if taken is not None else path

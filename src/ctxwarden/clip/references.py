@@ -31,10 +31,18 @@ def resolve(messages: Sequence[BaseMessage], reference: str) -> tuple[str, str |
         if not (call_id in ids and has_key(messages, call_id, key)):
             return reference, None  # a call id that merely ends like a call key (`c#0badf00d`): the whole id
         return _both(messages, reference, call_id, key)
+    if call_id == NO_ID and "" in ids:  # an empty call id, as its file and placeholder name it
+        if call_id not in ids or (key is not None and has_key(messages, "", key)):
+            return "", key
+        if key is None:  # and a call whose id is "no-id" itself: its results and the empty id's, each by its key
+            keyed = [recall_id(NO_ID, k) for known in ("", NO_ID) for k, _m in answers(list(messages), known) if k]
+            named = ", ".join(f'recall(call_id="{reference}")' for reference in keyed)
+            return (
+                f"[ctxwarden: {NO_ID!r} names the results of calls with an empty id and of a call with that id. "
+                f"Name the one you mean: {named}.]"
+            )
     if call_id in ids:
         return call_id, key
-    if call_id == NO_ID and "" in ids:  # an empty call id, as its file and placeholder name it
-        return "", key
     tail = call_id.removeprefix(TAIL_MARK)
     found = [known for known in ids if tail and known.endswith(tail)]
     if len(found) > 1:
