@@ -133,3 +133,42 @@ def test_the_newest_results_are_shown_whole_when_their_ids_answered_results_clea
         assert not any(text.startswith("[cleared") for text in newest)  # before: placeholders from the first read
         cleared_any |= any(isinstance(m, ToolMessage) and str(m.content).startswith("[cleared") for m in view)
     assert cleared_any  # older results were cleared all the same
+
+
+def test_a_server_that_numbers_every_call_call_0_still_gets_clearing_each_placeholder_leading_to_its_own_output(
+    state_dir: Path,
+) -> None:
+    """Clearing hides results by call id. With `call_0` in every reply the newest results shared their id with all
+    the older ones, so no batch could take any: clearing never ran and folds did all the work. The stack's lists give
+    each reused id the reference its eviction marker writes (`call_0#<key>`), and recall resolves it on the thread."""
+    thought = "Let me think about the parser carefully. " * 40
+    replies = [
+        AIMessage(thought, tool_calls=[{"name": "fetch", "args": {"page": i}, "id": "call_0"}]) for i in range(12)
+    ]
+    model = Watching(messages=iter([*replies, AIMessage("done")]), profile={"max_input_tokens": 6_000})
+    agent = create_context_agent(model, [fetch], state_dir=state_dir, summarizer="deterministic")
+    messages = agent.invoke({"messages": [("user", "Read the pages.")]}, {"configurable": {"thread_id": "call_0"}})[
+        "messages"
+    ]
+    agent.checkpointer.conn.close()
+    stamps = [m.response_metadata[METADATA_KEY] for m in messages if isinstance(m, AIMessage)]
+    assert any("context_clear" in stamp["events"] for stamp in stamps)  # before: never, only folds
+
+    outputs = {fetch.invoke({"page": i}) for i in range(12)}
+    recall = make_recall_tool(agent.ctxwarden_parts.backend)
+    state = {"messages": messages}  # the thread as checkpointed: every call id `call_0`
+    checked = 0
+    for view in model._seen:
+        for message in view:
+            text = str(message.content)
+            if not (isinstance(message, ToolMessage) and text.startswith("[cleared")):
+                continue
+            (reference,) = re.findall(r'recall\(call_id="([^"]+)"\)', text.splitlines()[0])
+            if reference == "call_0":  # the first call keeps its id: the bare id lists every result to choose from
+                assert "share call id 'call_0'" in recall.invoke({"call_id": reference, "state": state})
+                continue
+            original = recall.invoke({"call_id": reference, "state": state})
+            assert original in outputs
+            assert original.splitlines()[0] in text  # its own output, whose first line the gist kept
+            checked += 1
+    assert checked > 5

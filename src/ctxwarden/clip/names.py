@@ -27,18 +27,11 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from ctxwarden.core.identity import KEY_SEPARATOR, call_key
 from ctxwarden.core.layout import LARGE_RESULTS_DIR, NO_THREAD, folder_name, safe_component
-
-KEY_SEPARATOR = "#"
-"""Joins a call id and its call key in a recall reference: `call_0#1a2b3c4d`."""
 
 NO_ID = "no-id"
 """How files and placeholders name an empty call id (a model server that sends `"id": ""`), and `recall` reads it."""
-
-
-def call_key(message_id: str | None, index: int | str) -> str:
-    """A short key for the `index`-th tool call of the AI message `message_id`: the same call, the same key."""
-    return hashlib.sha256(f"{message_id}\x00{index}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
 def issuing_key(messages: Sequence[BaseMessage], asked: Mapping[str, Any], call_id: str, output: str) -> str | None:

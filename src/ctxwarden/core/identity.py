@@ -14,6 +14,13 @@ itself is never edited, and the derivation depends only on the list, so every pr
 thread state and the call's view all agree on it, before and after a resume. A list that
 needs nothing is returned as it is; `Identities` remembers the lists it identified, so a
 thread that grew costs only its new messages on the per-call path.
+
+The layers also find results by call id (clearing hides a call's result and arguments by
+it). Many model servers number calls per reply (`call_0` in every turn), so the stack's
+lists (`Identities(calls=True)`) give each call whose id an earlier call of the list
+already had the id `<id>#<call key>`, and the results answering it the same: the reference
+an eviction marker writes for it, which `recall` resolves on the thread itself. An earlier
+call never changes when the thread grows, so a view's bytes stay stable from call to call.
 """
 
 from __future__ import annotations
@@ -21,14 +28,24 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ctxwarden.core.caches import ObjectCache
 from ctxwarden.core.list_totals import starts_with
+
+KEY_SEPARATOR = "#"
+"""Joins a call id and its call key in a recall reference: `call_0#1a2b3c4d`."""
+
+
+def call_key(message_id: str | None, index: int | str) -> str:
+    """A short key for the `index`-th tool call of the AI message `message_id`: the same call, the same key."""
+    return hashlib.sha256(f"{message_id}\x00{index}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
+
 
 DERIVED_PREFIX = "ctxw-"
 """Ids ctxwarden derives start so; they live only in the lists the layers read, never in the thread."""
@@ -62,6 +79,13 @@ class _Identified:
     out: list[BaseMessage]
     taken: set[str] = field(default_factory=set)
     derived: Counter[str] = field(default_factory=Counter)
+    calls: bool = False
+    """Whether a reused call id is told apart too (the stack's lists; see the module)."""
+    issued: set[str] = field(default_factory=set)
+    """Call ids of the list's calls so far."""
+    waiting: dict[str, deque[str]] = field(default_factory=dict)
+    """By call id as given, the ids of the calls not answered yet, in order (a result answers the oldest)."""
+    renamed: int = 0
 
     def extend(self, messages: Sequence[BaseMessage]) -> None:
         for message in messages:
@@ -69,9 +93,34 @@ class _Identified:
             self.out.append(self._identify(message))
 
     def _identify(self, message: BaseMessage) -> BaseMessage:
-        if message.id is not None and message.id not in self.taken:
+        update = self._calls_of(message) if self.calls else {}
+        self.renamed += bool(update)
+        if message.id is None or message.id in self.taken:
+            update["id"] = self._derived(message)
+        else:
             self.taken.add(message.id)
-            return message
+        return message.model_copy(update=update) if update else message
+
+    def _calls_of(self, message: BaseMessage) -> dict[str, Any]:
+        """The call ids `message` takes in the list: a reused one as `<id>#<call key>`."""
+        if isinstance(message, ToolMessage):
+            queue = self.waiting.get(message.tool_call_id)
+            named = queue.popleft() if queue else message.tool_call_id
+            return {} if named == message.tool_call_id else {"tool_call_id": named}
+        if not isinstance(message, AIMessage) or not message.tool_calls:
+            return {}
+        calls: list[Any] = []
+        for index, call in enumerate(message.tool_calls):
+            given = str(call.get("id") or "")
+            named = given if given not in self.issued else f"{given}{KEY_SEPARATOR}{call_key(message.id, index)}"
+            self.issued.add(given)
+            self.waiting.setdefault(given, deque()).append(named)
+            calls.append(call if named == given else {**call, "id": named})
+        if all(a is b for a, b in zip(calls, message.tool_calls, strict=True)):
+            return {}
+        return {"tool_calls": calls, "content": _renamed_blocks(message.content, message.tool_calls, calls)}
+
+    def _derived(self, message: BaseMessage) -> str:
         digest = fingerprint(message)
         while True:  # a caller's id may already read like a derived one: take the next free
             nth = self.derived[digest]
@@ -80,12 +129,29 @@ class _Identified:
             if derived not in self.taken:
                 break
         self.taken.add(derived)
-        return message.model_copy(update={"id": derived})
+        return derived
 
 
-def identified(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """`messages` with every message identified (see the module); the list itself when none needs it."""
-    record = _Identified([], [])
+def _renamed_blocks(content: Any, given: list[Any], named: list[Any]) -> Any:
+    """`content` with its `tool_use` blocks renamed as the calls were (a provider pairs blocks and calls by id)."""
+    if not isinstance(content, list):
+        return content
+    renames: dict[str, deque[str]] = {}
+    for before, after in zip(given, named, strict=True):
+        renames.setdefault(str(before.get("id") or ""), deque()).append(str(after.get("id") or ""))
+    out = []
+    for block in content:
+        queue = (
+            renames.get(str(block.get("id"))) if isinstance(block, dict) and block.get("type") == "tool_use" else None
+        )
+        out.append({**block, "id": queue.popleft()} if queue else block)
+    return out
+
+
+def identified(messages: Sequence[BaseMessage], *, calls: bool = False) -> list[BaseMessage]:
+    """`messages` with every message identified (see the module); the list itself when none needs it. `calls`: a
+    reused call id is told apart too, as in the stack's lists."""
+    record = _Identified([], [], calls=calls)
     record.extend(messages)
     return _result(messages, record)
 
@@ -96,10 +162,11 @@ class Identities:
     Keeps the last `cap` lists (the thread and the views the layers make of it), most recent first.
     """
 
-    __slots__ = ("_lists", "_lock", "cap")
+    __slots__ = ("_lists", "_lock", "calls", "cap")
 
-    def __init__(self, cap: int = 4) -> None:
+    def __init__(self, cap: int = 4, *, calls: bool = False) -> None:
         self.cap = cap
+        self.calls = calls
         self._lists: list[_Identified] = []
         self._lock = threading.Lock()
 
@@ -112,14 +179,14 @@ class Identities:
                     record.extend(messages[len(record.given) :])
                     self._lists = [record, *(r for r in self._lists if r is not record)]
                     return _result(messages, record)
-            record = _Identified([], [])
+            record = _Identified([], [], calls=self.calls)
             record.extend(messages)
             self._lists = [record, *self._lists[: self.cap - 1]]
             return _result(messages, record)
 
 
 def _result(messages: Sequence[BaseMessage], record: _Identified) -> list[BaseMessage]:
-    if not record.derived:
+    if not (record.derived or record.renamed):
         return messages if isinstance(messages, list) else list(messages)
     return list(record.out)
 
@@ -157,4 +224,4 @@ def _same(thread: list[BaseMessage], received: Sequence[BaseMessage]) -> bool:
         return False
 
 
-__all__ = ["DERIVED_PREFIX", "Identities", "as_received", "fingerprint", "identified"]
+__all__ = ["DERIVED_PREFIX", "KEY_SEPARATOR", "Identities", "as_received", "call_key", "fingerprint", "identified"]

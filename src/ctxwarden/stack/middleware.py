@@ -101,7 +101,7 @@ class ContextWindowMiddleware(AgentMiddleware):
         scope = ThreadScope(backend, self.policy, self.meter)  # recall(query=...) marks what the model sees
         self.tools = [make_recall_tool(backend, scope=scope, meter=self.meter), make_compact_tool()]
         self.tool_instances = ToolInstances()  # a tool copied on every call keeps its schema memo
-        self.identities = Identities()  # the thread and its views, identified once a message (`core.identity`)
+        self.identities = Identities(calls=True)  # the thread and its views, identified once (`core.identity`)
 
     @property
     def name(self) -> str:

@@ -79,25 +79,26 @@ def read_messages(source: Any, config: RunnableConfig) -> list[BaseMessage]:
     `source` is a compiled agent or graph, a checkpointer, or a state directory
     (holding `checkpoints.sqlite`). An unknown thread raises `UnknownThreadError`.
     """
-    return list(read_values(source, config)["messages"])
+    return list(read_values(source, config, calls=False)["messages"])
 
 
-def read_values(source: Any, config: RunnableConfig) -> dict[str, Any]:
-    """The checkpointed state values of the thread in `config` (messages and private keys)."""
+def read_values(source: Any, config: RunnableConfig, *, calls: bool = True) -> dict[str, Any]:
+    """The checkpointed state values of the thread in `config` (messages and private keys), the messages identified
+    as the stack's layers identify them (`calls=False`: with each call id as given)."""
     if is_served(source):  # a LangGraph server's thread: read over its API
-        return _identified(served_values(source, config))
+        return _identified(served_values(source, config), calls)
     thread = thread_id_of(config)
     with opened(source) as target:
         values = _graph(target).get_state(config).values
         if not _has_messages(values):
             raise _unknown(thread, known_threads(target))
-        return _identified(values)
+        return _identified(values, calls)
 
 
 async def aread_values(source: Any, config: RunnableConfig) -> dict[str, Any]:
     """Async twin of `read_values`: the same answers and errors, the checkpointer read with its async calls."""
     if is_served(source):
-        return _identified(await aserved_values(source, config))
+        return _identified(await aserved_values(source, config), True)
     if isinstance(source, str | Path):  # a state dir opens a SQLite file: do it off the loop
         return await asyncio.to_thread(read_values, source, config)
     thread = thread_id_of(config)
@@ -107,12 +108,13 @@ async def aread_values(source: Any, config: RunnableConfig) -> dict[str, Any]:
     return _identified(values)
 
 
-def _identified(values: Any) -> dict[str, Any]:
+def _identified(values: Any, calls: bool = True) -> dict[str, Any]:
     """The values with their messages identified as the layers identify them (`core.identity`): a message without an
-    id, or with another's, is found by the id ctxwarden derived for it, in the report and a compaction alike."""
+    id, or with another's, is found by the id ctxwarden derived for it, and a reused call id by the one the layers
+    gave it, in the report and a compaction alike."""
     out = dict(values)
     if out.get("messages"):
-        out["messages"] = identified(out["messages"])
+        out["messages"] = identified(out["messages"], calls=calls)
     return out
 
 
