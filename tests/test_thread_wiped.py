@@ -4,6 +4,9 @@ The fold records outlive the messages they summarize. The next fold extended the
 wiped conversation's lines (a key the user had just cleared away) in every summary after it. Now a fold whose
 predecessor's messages are gone from the thread starts afresh: numbered after it, in the same history file, which
 keeps what was folded before the wipe.
+
+A folded message the client edits (a redaction with `update_state`) is shown as edited from the next call: a fold's
+summary stands for the thread only while its messages say what they said when folded.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langchain_core.tools import tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from ctxwarden import DETERMINISTIC, create_context_agent
+from ctxwarden import DETERMINISTIC, ContextPolicy, create_context_agent
 from ctxwarden.fold import Folds
 from ctxwarden.replay import scripted_model
+from views import Views
 
 SECRET = "api_key=SECRET-TOKEN-abc123XYZ"
 THOUGHT = "Let me read the next page carefully before going on. " * 30
@@ -60,3 +64,46 @@ def test_a_fold_after_the_thread_was_wiped_quotes_nothing_of_the_wiped_conversat
     history = (tmp_path / after[-1].path.lstrip("/")).read_text(encoding="utf-8")  # type: ignore[union-attr]
     assert "## fold 1" in history  # what was folded before the wipe stays in the history file
     assert SECRET in history
+
+
+def test_a_folded_message_redacted_by_the_client_is_shown_redacted_from_the_next_call(tmp_path: Path) -> None:
+    """A client takes a secret out of folded messages with `update_state` (same ids). The summary quoted them as they
+    were, so every later call showed it: now a fold stands for the thread only while its messages say what they said
+    when folded; an earlier one that still does, or none, is shown, and the next fold summarizes the redacted thread."""
+    password = "PW-LATER-555"
+    replies = [*_pages(0, 4), AIMessage("paused"), *_pages(4, 8), AIMessage("paused again")]
+    replies += [*_pages(30, 8), AIMessage("done")]
+    views = Views()
+    model = scripted_model(replies, window=6_000)
+    policy = ContextPolicy(clear_call_text=False)  # the thoughts stay: folds do the work
+    agent = create_context_agent(
+        model, [fetch], state_dir=tmp_path, summarizer=DETERMINISTIC, policy=policy, middleware=[views]
+    )
+    config = {"configurable": {"thread_id": "redacted"}, "recursion_limit": 200}
+    agent.invoke({"messages": [HumanMessage("Fix the parser.")]}, config)
+    agent.invoke({"messages": [HumanMessage(f"Use the staging password {password} when you test.")]}, config)
+    values = agent.get_state(config).values
+    assert any(SECRET in r.summary or password in r.summary for r in Folds.from_state(values).records)
+
+    def redacted(text: str) -> str:
+        return text.replace(SECRET, "[gone]").replace(password, "[gone]")
+
+    edits = [
+        m.model_copy(update={"content": redacted(str(m.content))})
+        for m in values["messages"]
+        if SECRET in str(m.content) or password in str(m.content)
+    ]
+    assert len(edits) == 2
+    agent.update_state(config, {"messages": edits})
+    seen = len(views.views)
+    agent.invoke({"messages": [HumanMessage("Go on.")]}, config)
+    records = Folds.from_state(agent.get_state(config).values).records
+    agent.checkpointer.conn.close()
+
+    later = views.views[seen:]
+    assert later
+    for view in later:  # before: the summary quoted both in every call
+        assert not [m for m in view if SECRET in str(m.content) or password in str(m.content)]
+    assert records[-1].number > 2  # the redacted thread folded again, numbered after the folds before
+    assert SECRET not in records[-1].summary
+    assert password not in records[-1].summary

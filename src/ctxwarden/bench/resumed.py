@@ -45,7 +45,7 @@ from pydantic import Field
 from ctxwarden.bench.harness import StepTimer
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
-from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord
+from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, covered_up_to
 from ctxwarden.replay.scripted import ScriptedChatModel
 from ctxwarden.stack.build import context_middleware
 
@@ -328,7 +328,8 @@ def seed_values(case: str, history: list[BaseMessage]) -> dict[str, Any]:
     if case == "folded":
         upto = history[len(history) // 2 - (len(history) // 2) % 2].id
         summary = "## Session intent\nFix the failing tests.\n## Progress\n" + "- a step of the work so far\n" * 200
-        record = FoldRecord(1, str(upto), summary, None, 0, 0, "fixed", False)
+        covered = covered_up_to(history, str(upto))  # as a fold records it: the first call checks it
+        record = FoldRecord(1, str(upto), summary, None, 0, 0, "fixed", False, covered=covered)
         values[FOLD_STATE_KEY] = {"records": [record.to_dict()], "hold_until": None, "requested": None}
     return values
 

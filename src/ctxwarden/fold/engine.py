@@ -35,7 +35,15 @@ from ctxwarden.fold.history import appending, continued_path, history_path
 from ctxwarden.fold.in_place import SentCall, fold_request
 from ctxwarden.fold.pin import pinned_task
 from ctxwarden.fold.plan import FoldInput, FoldOutcome, FoldPlan, Gathered
-from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, is_summary, kept_ahead, summary_message
+from ctxwarden.fold.state import (
+    FOLD_STATE_KEY,
+    FoldRecord,
+    Folds,
+    covered_up_to,
+    is_summary,
+    kept_ahead,
+    summary_message,
+)
 from ctxwarden.fold.summarize import Summary, bounded_summary, prompt_for, summarizing
 from ctxwarden.fold.transcript import history_section
 from ctxwarden.fold.user_quotes import quoted_users
@@ -276,6 +284,7 @@ class Folder:
             facts.to_dict(),
             provisional.pinned,
             provisional.task_lines,
+            covered_up_to(given.thread, provisional.upto),
         )
         view[at] = summary_message(record)
         saved = given.tokens_before - after

@@ -25,11 +25,12 @@ from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import AnyMessage, BaseMessage
 
 from ctxwarden.core.layers import CallBudget, LayerEdit
+from ctxwarden.core.list_totals import starts_with
 from ctxwarden.core.runtime import step_context
 from ctxwarden.fold.engine import Folder, FoldInput
 from ctxwarden.fold.in_place import SentCall
 from ctxwarden.fold.prepare import Preparer
-from ctxwarden.fold.state import FOLD_STATE_KEY, Folds, shown_folded
+from ctxwarden.fold.state import FOLD_STATE_KEY, FoldRecord, Folds, shown_folded, shown_record
 
 
 class ParsedFolds:
@@ -51,34 +52,35 @@ class ParsedFolds:
 
 
 class FoldedView:
-    """Shows earlier folds: the latest summary, then the messages after it."""
+    """Shows earlier folds: the latest summary that stands for the thread (`fold.state.shown_record`), then the
+    messages after it."""
 
     name = "folded"
 
     def __init__(self) -> None:
         self._folds = ParsedFolds()
-        self._at: tuple[str, int] | None = None
-        """Where the last fold's message was found on the previous call: its id and index."""
+        self._shown: tuple[Folds, FoldRecord, int, list[BaseMessage]] | None = None
+        """The last answer: for these folds, the record shown and where its last message stood, and the messages up
+        to it, which a later call's thread starts with (compared in C) while nothing folded was edited."""
 
     def shape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
-        last = self._folds(request.state).last
-        if last is None:
+        folds = self._folds(request.state)
+        if folds.last is None:
             return None
         messages = request.messages
-        index = self._index(messages, last.upto)
-        if index is None:  # the folded message is gone (an edited thread): show everything rather than guess
+        found = self._record(messages, folds)
+        if found is None:  # the folded message is gone, or every fold was edited since: show the thread as it is
             return None
-        return LayerEdit(request.override(messages=cast(list[AnyMessage], shown_folded(messages, last, index))))
+        record, index = found
+        return LayerEdit(request.override(messages=cast(list[AnyMessage], shown_folded(messages, record, index))))
 
-    def _index(self, messages: Sequence[BaseMessage], upto: str) -> int | None:
-        at = self._at
-        if at is not None and at[0] == upto and at[1] < len(messages) and messages[at[1]].id == upto:
-            return at[1]
-        for index in range(len(messages) - 1, -1, -1):
-            if messages[index].id == upto:
-                self._at = (upto, index)
-                return index
-        return None
+    def _record(self, messages: Sequence[BaseMessage], folds: Folds) -> tuple[FoldRecord, int] | None:
+        known = self._shown
+        if known is not None and known[0] is folds and starts_with(messages, known[3]):
+            return known[1], known[2]
+        found = shown_record(messages, folds)
+        self._shown = None if found is None else (folds, *found, list(messages[: found[1] + 1]))
+        return found
 
     async def ashape(self, request: ModelRequest[Any], budget: CallBudget) -> LayerEdit | None:
         return self.shape(request, budget)

@@ -9,6 +9,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from ctxwarden.core.layers import PendingEvent
+from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.fold.facts import Facts
 from ctxwarden.fold.in_place import SentCall
 from ctxwarden.fold.state import FoldRecord, Folds, kept_ahead
@@ -39,13 +40,16 @@ class FoldInput:
 
     @property
     def prior(self) -> FoldRecord | None:
-        """The fold this one extends (its summary, its facts, the task lines it pinned): the last, while the view shows
-        its summary. When the thread no longer holds the last folded message (a client removed it, or every message
-        with `REMOVE_ALL_MESSAGES`), the view shows the thread as it is, and a fold that extended the last one brought
-        the removed conversation back, quoted in its facts; it starts afresh instead (numbered after it, in the same
-        history file)."""
-        last = self.folds.last
-        return last if last is not None and kept_ahead(self.view) else None
+        """The fold this one extends (its summary, its facts, the task lines it pinned): the one whose summary the view
+        shows. When the thread no longer holds the last folded message (a client removed it, or every message with
+        `REMOVE_ALL_MESSAGES`), the view shows the thread as it is, and a fold that extended the last one brought the
+        removed conversation back, quoted in its facts; it starts afresh instead (numbered after it, in the same
+        history file). When a folded message was edited since, the view shows an earlier fold that still stands for
+        the thread (`fold.state.shown_record`), and the new one extends that."""
+        ahead = kept_ahead(self.view)
+        shown = self.view[ahead - 1] if ahead else None
+        number = (shown.additional_kwargs.get(METADATA_KEY) or {}).get("fold") if shown is not None else None
+        return next((r for r in reversed(self.folds.records) if r.number == number), None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,12 +12,14 @@ stays byte-identical from call to call.
 
 from __future__ import annotations
 
+import json
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware.types import AgentState, PrivateStateAttr
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.view_made import is_view_message, view_message
@@ -53,6 +55,9 @@ class FoldRecord:
     """Id of the user message shown ahead of the summary (the thread's first), if any."""
     task_lines: tuple[int, ...] | None = None
     """The lines of the pinned message shown, when it is shown in part (`ctxwarden.fold.pin`); `None`: whole."""
+    covered: int | None = None
+    """What the messages up to `upto` said when folded (`covered_digest`); `None` in records written before it was
+    kept. The summary stands for them only while they still say it (`shown_record`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +72,7 @@ class FoldRecord:
             "facts": dict(self.facts),
             "pinned": self.pinned,
             "task_lines": list(self.task_lines) if self.task_lines is not None else None,
+            "covered": self.covered,
         }
 
     @classmethod
@@ -83,6 +89,7 @@ class FoldRecord:
             facts=dict(raw.get("facts") or {}),
             pinned=raw.get("pinned"),
             task_lines=_lines(raw.get("task_lines")),
+            covered=raw.get("covered") if isinstance(raw.get("covered"), int) else None,
         )
 
 
@@ -186,14 +193,44 @@ def shown_folded(messages: Sequence[BaseMessage], record: FoldRecord, upto: int)
 
 
 def folded_view(messages: Sequence[BaseMessage], folds: Folds) -> list[BaseMessage]:
-    """The latest summary followed by the messages after the fold's last one; `messages` when nothing is folded."""
-    last = folds.last
-    if last is None:
-        return list(messages)
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].id == last.upto:
-            return shown_folded(messages, last, index)
-    return list(messages)  # the folded message is gone (an edited thread): show everything rather than guess
+    """The latest summary that stands for the thread (`shown_record`) followed by the messages after the fold's last
+    one; `messages` when nothing is folded."""
+    found = shown_record(messages, folds)
+    return list(messages) if found is None else shown_folded(messages, *found)
+
+
+def covered_digest(messages: Sequence[BaseMessage]) -> int:
+    """A digest of what `messages` say (their text and their calls' arguments): CRC-32 over the joined text runs at
+    memory speed, so a resumed thread's first call checks thousands of folded messages in a few milliseconds."""
+    texts = [
+        m.content if m.content.__class__ is str else json.dumps(m.content, default=str, sort_keys=True)
+        for m in messages
+    ]
+    calls = [repr(call.get("args")) for m in messages if isinstance(m, AIMessage) for call in m.tool_calls]
+    digest = zlib.crc32("\x00".join(texts).encode("utf-8", "surrogatepass"))
+    return zlib.crc32("\x00".join(calls).encode("utf-8", "surrogatepass"), digest)
+
+
+def covered_up_to(thread: Sequence[BaseMessage], upto: str) -> int | None:
+    """`covered_digest` of `thread` up to its last message with id `upto` (`None` when it holds none)."""
+    index = next((i for i in range(len(thread) - 1, -1, -1) if thread[i].id == upto), None)
+    return None if index is None else covered_digest(thread[: index + 1])
+
+
+def shown_record(messages: Sequence[BaseMessage], folds: Folds) -> tuple[FoldRecord, int] | None:
+    """The newest fold whose summary stands for `messages` as they are, and where its last folded message stands.
+
+    A summary quotes what it folded. When a client edits a folded message (`update_state` with its id, to take a
+    secret out), the summary no longer stands for it: an earlier fold is shown that does, or none, and the next fold
+    summarizes the thread as it is now. When the newest fold's last message is gone (a client removed it), nothing is
+    folded in view rather than a guess."""
+    for record in reversed(folds.records):
+        index = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].id == record.upto), None)
+        if index is None:
+            return None
+        if record.covered is None or record.covered == covered_digest(messages[: index + 1]):
+            return record, index
+    return None
 
 
 def originals(thread: Sequence[BaseMessage], shown: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -217,10 +254,13 @@ __all__ = [
     "FoldRecord",
     "FoldState",
     "Folds",
+    "covered_digest",
+    "covered_up_to",
     "folded_view",
     "is_summary",
     "kept_ahead",
     "originals",
     "shown_folded",
+    "shown_record",
     "summary_message",
 ]
