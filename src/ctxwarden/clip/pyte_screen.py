@@ -9,6 +9,7 @@ line and screen edits walk, so that a rendering can bound them (`PYTE_CELL_BUDGE
 
 from __future__ import annotations
 
+import copy
 import inspect
 import unicodedata
 from typing import Any
@@ -105,6 +106,48 @@ class Screen(pyte.Screen):
             del line[column]
         line.update(moved)
 
+    def save_cursor(self) -> None:
+        """One saved cursor, as a terminal keeps: pyte stacked them, and popped one on each restore."""
+        super().save_cursor()
+        del self.savepoints[:-1]
+
+    def restore_cursor(self) -> None:
+        """Back to the saved cursor, which stays saved: a display that saves once and restores before each frame
+        (`tput sc`, then `tput rc` per update) draws every frame in the same place, not the second at the top left."""
+        kept = self.savepoints[-1] if self.savepoints else None
+        super().restore_cursor()
+        if kept is not None:
+            self.savepoints[:] = [kept._replace(cursor=copy.copy(kept.cursor))]
+
+    def save_cursor_csi(self, *params: int, private: bool = False) -> None:
+        """`CSI s`, which terminals read as `ESC 7` (pyte ignores it)."""
+        if not private and params in ((), (0,)):
+            self.save_cursor()
+
+    def restore_cursor_csi(self, *params: int, private: bool = False) -> None:
+        """`CSI u`, which terminals read as `ESC 8`; with a parameter it is a keyboard protocol's, not a move."""
+        if not private and params in ((), (0,)):
+            self.restore_cursor()
+
+    def scroll_up(self, *params: int, private: bool = False) -> None:
+        """`CSI n S`: the scrolling region moves up `n` lines, the cursor stays (pyte ignores it)."""
+        self._scroll(params, private, up=True)
+
+    def scroll_down(self, *params: int, private: bool = False) -> None:
+        """`CSI n T`: the scrolling region moves down `n` lines, the cursor stays (with five parameters it is a
+        mouse-tracking sequence, not a scroll)."""
+        self._scroll(params, private, up=False)
+
+    def _scroll(self, params: tuple[int, ...], private: bool, up: bool) -> None:
+        if private or len(params) > 1:
+            return
+        top, bottom = self.margins or (0, self.lines - 1)
+        y = self.cursor.y
+        self.cursor.y = bottom if up else top
+        for _ in range(min((params or (1,))[0] or 1, bottom - top + 1)):
+            self.index() if up else self.reverse_index()
+        self.cursor.y = y
+
     def tab(self) -> None:
         if not self.standard_tabs:
             super().tab()
@@ -118,6 +161,18 @@ class Screen(pyte.Screen):
     def clear_tab_stop(self, how: int = 0) -> None:
         self.standard_tabs = False
         super().clear_tab_stop(how)
+
+
+_MISSING_CSI = {"s": "save_cursor_csi", "u": "restore_cursor_csi", "S": "scroll_up", "T": "scroll_down"}
+
+
+class Stream(pyte.Stream):
+    """pyte's parser, with the sequences it lacks that programs write to a terminal: `CSI s` and `CSI u` (save and
+    restore the cursor), `CSI S` and `CSI T` (scroll)."""
+
+    def __init__(self, screen: Screen) -> None:
+        self.csi = {**pyte.Stream.csi, **_MISSING_CSI}
+        super().__init__(screen)
 
 
 def _public_only(name: str) -> Any:
@@ -136,4 +191,4 @@ for _name in set(pyte.Stream.csi.values()):
         setattr(Screen, _name, _public_only(_name))
 
 
-__all__ = ["Screen", "TooMuchWalking", "row_text"]
+__all__ = ["Screen", "Stream", "TooMuchWalking", "row_text"]

@@ -42,15 +42,16 @@ character counted at two cells, the most one takes, and a tab at eight).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
+from typing import Any
 
-import pyte
 from pyte import modes
 
 from ctxwarden.clip.fast_draw import NOT_ONE_CELL, fast_row, fast_screen, last_column, width_bound
-from ctxwarden.clip.pyte_screen import Screen, row_text
+from ctxwarden.clip.pyte_screen import Screen, Stream, row_text
 
 SCREEN_ROWS = 24
 """Height of the screen lines that move the cursor vertically are drawn on, unless they say they assumed more."""
@@ -177,6 +178,8 @@ class _Run:
     cells: int = PYTE_CELL_BUDGET
     screened: int = 0
     approximate: int = 0
+    saved: list[Any] = dataclasses.field(default_factory=list)
+    """The cursor a screen saved (`ESC 7`, `CSI s`), for a restore in a later one: a terminal keeps it on one screen."""
 
     def pyte_may_draw(self, data: str) -> bool:
         """Whether pyte may draw `data` within what is left of the budget of characters (then taken from it)."""
@@ -293,8 +296,11 @@ def _screen(data: str, rows: int, columns: int, run: _Run | None = None) -> list
     has left."""
     screen = Screen(columns, rows)
     screen.set_mode(modes.LNM)  # a `\n` starts the next line at its first column, as a terminal's tty makes it
+    screen.savepoints[:] = run.saved if run is not None else []
     if not _feed(screen, data, run):
         return None
+    if run is not None:
+        run.saved = list(screen.savepoints)
     shown = [row_text(screen.buffer[y]) if y in screen.buffer else "" for y in range(rows)]
     last = max([screen.cursor.y, *(y for y, row in enumerate(shown) if row)])
     return [*screen.gone, *shown[: last + 1]]
@@ -307,7 +313,7 @@ def _feed(screen: Screen, data: str, run: _Run | None = None) -> bool:
     if run is not None:
         screen.walk_left = run.cells
     try:
-        pyte.Stream(screen).feed(data)
+        Stream(screen).feed(data)
     except Exception:  # pyte's failures are not typed; whatever it was, the output still arrives
         return False
     finally:
@@ -321,7 +327,7 @@ def full_screen_lines(text: str, rows: int = SCREEN_ROWS, columns: int = 1_000) 
     `text` drawn on one pyte screen, with no shortcut (slow; the reference `render` is checked against)."""
     screen = Screen(columns, rows)
     screen.set_mode(modes.LNM)
-    pyte.Stream(screen).feed(text)
+    Stream(screen).feed(text)
     shown = [row_text(screen.buffer[y]) for y in range(rows)]
     return [line for line in [*screen.gone, *shown] if line.strip()]
 
