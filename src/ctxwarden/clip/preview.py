@@ -23,11 +23,12 @@ agent's next step looks too.
 
 from __future__ import annotations
 
+import array
 import bisect
 import itertools
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import re2  # type: ignore[import-untyped]
@@ -214,25 +215,38 @@ def _chars_as_tokens(line: str) -> int:
     return len(line) // CHARS_PER_TOKEN + 1
 
 
-def _signal_groups(lines: Sequence[str], signals: Sequence[int]) -> list[list[int]]:
-    """Indexes worth keeping, most valuable first: summaries, tracebacks, failing tests, errors."""
-    summaries = [[i] for i in signals if SUMMARY.search(lines[i])]
-    tracebacks = []
+def _signal_groups(lines: Sequence[str], signals: Sequence[int]) -> Iterator[Sequence[int]]:
+    """Indexes worth keeping, most valuable first: summaries, tracebacks, failing tests, errors.
+
+    Each signal line is read once, and a traceback is kept as its first line and its end until its group is taken:
+    in captured output every indented line may start one, and a list of each one's 30 lines was 20 times the output.
+    """
+    summaries: list[int] = []
+    failing: list[int] = []
+    errors: list[int] = []
+    starts, stops = array.array("q"), array.array("q")
     end = 0
     for i in signals:
-        if TRACEBACK_START.search(lines[i]):
+        line = lines[i]
+        if SUMMARY.search(line):
+            summaries.append(i)
+        if TRACEBACK_START.search(line):
             # a start inside the indented run an earlier start scanned ends where that one did: each line is
             # scanned once (an indented "Traceback" on every line of a 40,000-line run took minutes)
             end = max(end, i + 1)
             while end < len(lines) and (lines[end].startswith((" ", "\t")) or not lines[end].strip()):
                 end += 1
-            stop = min(end + 1, len(lines))
-            head = range(i, stop) if stop - i <= 30 else [*range(i, i + 4), *range(stop - 26, stop)]
-            tracebacks.append(list(head))
-    errors = [[i] for i in signals if ERROR.search(lines[i]) and not TRACEBACK_START.search(lines[i])]
-    failing = [[i] for i in signals if FAILING_TEST.search(lines[i])]
-    # the last traceback is usually the one that matters; errors near the end too
-    return summaries + tracebacks[::-1] + failing + errors[::-1]
+            starts.append(i)
+            stops.append(min(end + 1, len(lines)))
+        elif ERROR.search(line):
+            errors.append(i)
+        if FAILING_TEST.search(line):
+            failing.append(i)
+    yield from ([i] for i in summaries)
+    for i, stop in zip(reversed(starts), reversed(stops), strict=True):  # the last traceback usually matters most
+        yield range(i, stop) if stop - i <= 30 else [*range(i, i + 4), *range(stop - 26, stop)]
+    yield from ([i] for i in failing)
+    yield from ([i] for i in reversed(errors))  # errors near the end too
 
 
 def _looks_like_grep(lines: Sequence[str]) -> bool:
