@@ -209,7 +209,7 @@ def test_indented_tracebacks_are_scanned_once_each_line_not_once_each_start() ->
     # captured subprocess output indents its tracebacks: every line of an indented run may start one
     lines = _ReadCount(["build log", *["  Traceback (most recent call last):"] * 4_000, "done"])
     _ReadCount.reads = 0
-    groups = preview_module._signal_groups(lines, list(range(1, 4_001)))
+    groups = [list(group) for group in preview_module._signal_groups(lines, list(range(1, 4_001)))]
     assert _ReadCount.reads < 10 * len(lines)  # each pattern once a line; before: the rest of the run each start, 8M
     assert len(groups) == 4_000
     assert groups[-1] == [1, 2, 3, 4, *range(4_002 - 26, 4_002)]  # the first one, its head and its end, as before

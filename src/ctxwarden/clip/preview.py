@@ -28,12 +28,21 @@ import bisect
 import itertools
 import re
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import re2  # type: ignore[import-untyped]
 
-from ctxwarden.core.gist import ERROR, FAILING_TEST, GREP_LINE, SUMMARY, TRACEBACK_START, choose_lines, never_seen
+from ctxwarden.core.gist import (
+    ERROR,
+    FAILING_TEST,
+    GREP_LINE,
+    SUMMARY,
+    TRACEBACK_START,
+    choose_lines,
+    never_seen,
+    summary_line,
+)
 from ctxwarden.core.text import FAILURE, TextLines
 
 MAX_LINE_CHARS = 1_000
@@ -215,7 +224,7 @@ def _chars_as_tokens(line: str) -> int:
     return len(line) // CHARS_PER_TOKEN + 1
 
 
-def _signal_groups(lines: Sequence[str], signals: Sequence[int]) -> Iterator[Sequence[int]]:
+def _signal_groups(lines: Sequence[str], signals: Sequence[int]) -> Iterator[Iterable[int]]:
     """Indexes worth keeping, most valuable first: summaries, tracebacks, failing tests, errors.
 
     Each signal line is read once, and a traceback is kept as its first line and its end until its group is taken:
@@ -228,9 +237,9 @@ def _signal_groups(lines: Sequence[str], signals: Sequence[int]) -> Iterator[Seq
     end = 0
     for i in signals:
         line = lines[i]
-        if SUMMARY.search(line):
+        if summary_line(line):
             summaries.append(i)
-        if TRACEBACK_START.search(line):
+        if TRACEBACK_START.match(line):  # each of its forms starts the line
             # a start inside the indented run an earlier start scanned ends where that one did: each line is
             # scanned once (an indented "Traceback" on every line of a 40,000-line run took minutes)
             end = max(end, i + 1)
@@ -244,7 +253,7 @@ def _signal_groups(lines: Sequence[str], signals: Sequence[int]) -> Iterator[Seq
             failing.append(i)
     yield from ([i] for i in summaries)
     for i, stop in zip(reversed(starts), reversed(stops), strict=True):  # the last traceback usually matters most
-        yield range(i, stop) if stop - i <= 30 else [*range(i, i + 4), *range(stop - 26, stop)]
+        yield range(i, stop) if stop - i <= 30 else itertools.chain(range(i, i + 4), range(stop - 26, stop))
     yield from ([i] for i in failing)
     yield from ([i] for i in reversed(errors))  # errors near the end too
 
