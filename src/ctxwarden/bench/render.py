@@ -97,6 +97,11 @@ def _output(shape: str, size: int) -> ToolMessage:
         text = repr(random.Random(0).randbytes(size))  # what langchain hands on for a tool returning bytes
     elif shape == "indented-tracebacks":  # captured subprocess output, indented: every line may start a traceback
         text = "".join(f"  Traceback (most recent call last):\n    File 'job_{i}.py'\n" for i in range(size // 56))
+    elif shape == "coloured-log":  # `pytest -v --color=yes` on a large suite: six colour codes a line
+        text = "".join(
+            f"\x1b[32mPASSED\x1b[0m tests/test_mod_{i % 977}.py::test_case_{i} \x1b[2m[{i % 100}%]\x1b[0m\n"
+            for i in range(size // 70)
+        )
     elif shape == "status-redraws":  # a status line redrawn in place (cursor up, erase) after every 49 lines of log
         block = "".join(f"item {j:02d} ok\n" for j in range(49))
         text = "".join(f"{block}\x1b[1A\x1b[2K\rprogress: batch {i}\n" for i in range(size // 600))
@@ -163,6 +168,7 @@ ARRIVALS = (
     ("progress", 10 * MIB),
     ("indented-tracebacks", 2_000_000),
     ("status-redraws", 20_000_000),
+    ("coloured-log", 20_000_000),
 )
 
 

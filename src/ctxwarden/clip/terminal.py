@@ -13,7 +13,8 @@ one a terminal cannot tell apart:
 - text with no carriage return (other than in `\\r\\n`), backspace or escape is not rendered
   at all (three substring scans);
 - colour and other codes that never move the cursor (SGR, OSC titles and links, cursor
-  visibility) are removed with one regular expression;
+  visibility) are removed with one regular expression, a block of lines at a time;
+- lines with none of those left come through as slices of the text, many lines at once;
 - a line (up to `\\n`) that moves the cursor only within itself is rendered on its own: the
   frames before the last erase of the line are invisible, as is a plain frame that a later
   plain frame covers; the frames left are overlaid directly when they hold only
@@ -22,7 +23,9 @@ one a terminal cannot tell apart:
   any length), and drawn on a one-row pyte screen otherwise;
 - lines that move the cursor up or down, or place it, are drawn on a screen of the height the
   program assumed, together with the lines around them that such moves can reach (one screen
-  height either side); lines that scroll off its top are what the terminal's scrollback keeps.
+  height either side, or for a line that only moves up, far from other moves, as many lines as
+  it moves: `clip.screen_regions`); lines that scroll off its top are what the terminal's
+  scrollback keeps.
   When they hold only one- and two-cell text, `\r`, `\n`, cursor up and down and line erases (what
   multi-bar progress displays write), `fast_screen` draws them by pyte's rules a text run at a
   time, exactly and whatever their size; otherwise pyte does.
@@ -44,7 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,15 +55,13 @@ from pyte import modes
 
 from ctxwarden.clip.fast_draw import NOT_ONE_CELL, fast_row, fast_screen, last_column, width_bound
 from ctxwarden.clip.pyte_screen import Screen, Stream, row_text
-
-SCREEN_ROWS = 24
-"""Height of the screen lines that move the cursor vertically are drawn on, unless they say they assumed more."""
-
-MAX_SCREEN_ROWS = 500
-"""Cap on the screen height a program's own cursor moves can ask for."""
+from ctxwarden.clip.screen_regions import SCREEN_ROWS, VERTICAL, stretches
 
 SCREEN_BUDGET_CHARS = 200_000
 """Characters of one output the full screen emulator may draw (about half a second); the rest go line by line."""
+
+SUB_BLOCK_CHARS = 1 << 20
+"""Characters of an output from which codes that change nothing shown are taken out at once."""
 
 PYTE_CELL_BUDGET = 10_000_000
 """Cells pyte may walk for one output (under half a second). Erasing part of a line or of the screen, or
@@ -76,8 +77,8 @@ _INVISIBLE = re.compile(
 )
 """Sequences that change nothing a terminal shows once the program ended."""
 
-_VERTICAL = re.compile(r"\x1b(?:\[[0-9;]*[ABEFHJLMSTdfrsu]|\[\?(?:47|1047|1049)[hl]|[78DEMc])|[\x0b\x0c]")
-"""Sequences that move the cursor to another row, place it, scroll, or clear the screen."""
+_DRAWN = re.compile(r"[\r\x1b\b]")
+"""What makes a line need drawing: without any, it shows as it is."""
 
 _ALTERNATE_SCREEN = re.compile(r"\x1b\[\?(?:1049|1047|47)h.*?\x1b\[\?(?:1049|1047|47)l", re.DOTALL)
 """What a program wrote on the alternate screen, from entering it to leaving it: no terminal shows it afterwards."""
@@ -131,43 +132,55 @@ def render(text: str) -> Rendered:
     """The lines a terminal shows once the program that wrote `text` ended (see the module docstring)."""
     if not needs_rendering(text):
         return Rendered(text, 0, 0)
-    lines = _ALTERNATE_SCREEN.sub("", _INVISIBLE.sub("", text)).replace("\r\n", "\n").split("\n")
-    moves = {i for i, line in enumerate(lines) if "\x1b" in line and _VERTICAL.search(line)}
-    moves.update(i for i, line in enumerate(lines) if "\x0b" in line or "\x0c" in line)
-    vertical = sorted(moves)
+    text = _ALTERNATE_SCREEN.sub("", _visible(text)).replace("\r\n", "\n")
     run = _Run(SCREEN_BUDGET_CHARS, PYTE_CELL_BUDGET)
     out: list[str] = []
-    done = 0
-    for start, end, rows in _regions(lines, vertical):
-        out.extend(run.line(line) for line in lines[done:start])
-        inside = bisect_left(vertical, end) - bisect_left(vertical, start)  # not a walk of every move per region
-        out.extend(run.screen(lines[start:end], rows, inside))
-        done = end
-    out.extend(run.line(line) for line in lines[done:])
+    done = 0  # where the lines not drawn yet begin
+    for stretch in stretches(text):
+        if stretch.start > 0:
+            out.extend(_each_line(text, done, stretch.first - 1, run))
+        out.extend(run.screen(text[stretch.first : stretch.stop].split("\n"), stretch.rows, stretch.moves))
+        done = stretch.stop + 1
+    if done <= len(text):
+        out.extend(_each_line(text, done, len(text), run))
     return Rendered("\n".join(out), run.screened, run.approximate)
 
 
-def _regions(lines: list[str], vertical: list[int]) -> list[tuple[int, int, int]]:
-    """`(start, end, rows)` of each stretch of lines to draw on a full screen: the lines that move the cursor between
-    rows and, either side, the lines such a move can reach (one screen height); stretches that touch are merged."""
-    regions: list[tuple[int, int, int]] = []
-    for index in vertical:
-        rows = _rows(lines[index])
-        start, end = max(0, index - rows), min(len(lines), index + rows + 1)
-        if regions and start <= regions[-1][1]:
-            first, _last, most = regions[-1]
-            regions[-1] = (first, max(end, _last), max(rows, most))
-        else:
-            regions.append((start, end, rows))
-    return regions
+def _visible(text: str) -> str:
+    """`text` without the sequences that change nothing shown (`_INVISIBLE`), taken out a block of lines at a time:
+    `re.sub` holds every piece between two matches until it joins them, and a coloured 20 MB log has 1.7 million."""
+    if len(text) <= SUB_BLOCK_CHARS:
+        return _INVISIBLE.sub("", text)
+    blocks: list[str] = []
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + SUB_BLOCK_CHARS) + 1 or len(text)
+        title = text.rfind("\x1b]", start, end)  # a title may hold line breaks: its block ends after it
+        while title >= 0 and (found := _INVISIBLE.match(text, title)) is not None and found.end() >= end < len(text):
+            end = text.find("\n", found.end()) + 1 or len(text)
+            title = text.rfind("\x1b]", found.end(), end)
+        blocks.append(_INVISIBLE.sub("", text[start:end]))
+        start = end
+    return "".join(blocks)
 
 
-def _rows(line: str) -> int:
-    """The screen height a line's own cursor moves say the program assumed (at least `SCREEN_ROWS`)."""
-    asked = [int(n) for n in re.findall(r"\x1b\[(\d+)[ABEFd]", line)]
-    asked += [int(n) for n in re.findall(r"\x1b\[(\d+)(?:;\d*)?[Hfr]", line)]
-    asked += [int(n) for n in re.findall(r"\x1b\[\d*;(\d+)r", line)]
-    return min(MAX_SCREEN_ROWS, max([SCREEN_ROWS, *(n + 1 for n in asked)]))
+def _each_line(text: str, begin: int, end: int, run: _Run) -> Iterator[str]:
+    """The lines of `text[begin:end]`, each as a terminal shows it: a run of lines that need no drawing (no `\r`,
+    escape or backspace) as one slice of the text, the others one at a time."""
+    for found in _DRAWN.finditer(text, begin, end):
+        if found.start() < begin:
+            continue  # on a line already drawn
+        newline = text.rfind("\n", begin, found.start())
+        starts = begin if newline < 0 else newline + 1
+        if starts > begin:
+            yield text[begin : starts - 1]
+        ends = text.find("\n", found.start(), end)
+        ends = end if ends < 0 else ends
+        yield run.line(text[starts:ends])
+        begin = ends + 1
+        if begin > end:
+            return
+    yield text[begin:end]
 
 
 @dataclass(slots=True)
@@ -229,13 +242,13 @@ class _Run:
         """`lines` drawn on a screen `rows` high: what scrolled off its top, then what it shows at the end; exactly
         by `fast_screen` when they hold only what it draws, else by pyte within the budget, else line by line."""
         width = max(80, *map(width_bound, lines))  # a line never wraps
-        data = "\n".join(line if _VERTICAL.search(line) else _screen_line(line) for line in lines)
+        data = "\n".join(line if VERTICAL.search(line) else _screen_line(line) for line in lines)
         shown = fast_screen(data, rows, width + 1)
         if shown is None and self.pyte_may_draw(data):
             shown = _screen(data, rows, width + 1, self)
         if shown is None:
             self.approximate += vertical
-            return [self.line(_VERTICAL.sub("", line)) for line in lines]
+            return [self.line(VERTICAL.sub("", line)) for line in lines]
         self.screened += len(lines)
         return shown
 
