@@ -19,8 +19,15 @@ SCREEN_ROWS = 24
 MAX_SCREEN_ROWS = 500
 """Cap on the screen height a program's own cursor moves can ask for."""
 
-VERTICAL = re.compile(r"\x1b(?:\[[0-9;]*[ABEFHJLMSTdfrsu]|\[\?(?:47|1047|1049)[hl]|[78DEMc])|[\x0b\x0c]")
-"""Sequences that move the cursor to another row, place it, scroll, or clear the screen."""
+_ESCAPE_MOVE = re.compile(r"\x1b(?:\[[0-9;]*[ABEFHJLMSTdfrsu]|\[\?(?:47|1047|1049)[hl]|[78DEMc])")
+"""Escape sequences that move the cursor to another row, place it, scroll, or clear the screen (a pattern that
+starts with one character is searched for that character first)."""
+
+_FEED = re.compile(r"[\x0b\x0c]")
+"""Line and form feeds, which move the cursor down a row."""
+
+VERTICAL = re.compile(f"{_ESCAPE_MOVE.pattern}|{_FEED.pattern}")
+"""Anything that moves the cursor between rows."""
 
 _UP = re.compile(r"\x1b\[([0-9]*)[AF]")
 """A move up by rows (`CSI n F` also to the first column)."""
@@ -44,12 +51,12 @@ def stretches(text: str) -> list[Stretch]:
     """The stretches of `text` (lines split at `\\n`) to draw on a screen, in order; none overlap or touch."""
     moved: dict[int, tuple[int, int]] = {}  # line number -> (where it begins, where it ends)
     line, scanned = 0, 0
-    for found in VERTICAL.finditer(text):
-        if found.start() < scanned:  # a later move on a line already found
+    for position in _moves(text):
+        if position < scanned:  # a later move on a line already found
             continue
-        line += text.count("\n", scanned, found.start())
-        begins = text.rfind("\n", 0, found.start()) + 1
-        ends = text.find("\n", found.start())
+        line += text.count("\n", scanned, position)
+        begins = text.rfind("\n", 0, position) + 1
+        ends = text.find("\n", position)
         ends = len(text) if ends < 0 else ends
         moved[line] = (begins, ends)
         scanned = ends
@@ -72,6 +79,15 @@ def stretches(text: str) -> list[Stretch]:
             stop = len(text) if stop < 0 else stop
         out.append(Stretch(start, end, rows, first, stop, inside))
     return out
+
+
+def _moves(text: str) -> list[int]:
+    """Where each sequence that moves the cursor between rows begins: a scan for escapes (a search for a single
+    character), and for line and form feeds only when the text holds one."""
+    found = [match.start() for match in _ESCAPE_MOVE.finditer(text)]
+    if "\x0b" in text or "\x0c" in text:
+        found = sorted([*found, *(match.start() for match in _FEED.finditer(text))])
+    return found
 
 
 def _regions(lines: dict[int, str], vertical: list[int], total: int) -> list[tuple[int, int, int]]:

@@ -167,9 +167,7 @@ def _visible(text: str) -> str:
 def _each_line(text: str, begin: int, end: int, run: _Run) -> Iterator[str]:
     """The lines of `text[begin:end]`, each as a terminal shows it: a run of lines that need no drawing (no `\r`,
     escape or backspace) as one slice of the text, the others one at a time."""
-    for found in _DRAWN.finditer(text, begin, end):
-        if found.start() < begin:
-            continue  # on a line already drawn
+    while (found := _DRAWN.search(text, begin, end)) is not None:  # the next line that needs drawing
         newline = text.rfind("\n", begin, found.start())
         starts = begin if newline < 0 else newline + 1
         if starts > begin:
