@@ -1,10 +1,11 @@
-"""The images and PDFs an evicted result cannot keep in view: one file each, beside its text, in the result's order.
+"""The images, PDFs, audio and video an evicted result cannot keep in view: one file each, in the result's order.
 
 A tool can return many images at once (a video's frames, a document's pages, a browser's screenshots). Evicting only
 the text left them all in the message: thirty screenshots, 41k tokens, at a 32k window, and the run ended with
 `ContextStillTooLargeError`. An evicted result now keeps its images and PDFs in order while they fit its share of
 the window (`clip.room`); the others are written to `<evicted file>.media/<n>-<hash>.<ext>`,
-where the agent's `read_file` shows each as an image (or a PDF). A file holds the exact bytes; one whose bytes
+where the agent's `read_file` shows each as an image (or a PDF; audio and video are named by their format). A file
+holds the exact bytes; one whose bytes
 cannot be given back exactly (a URL, a file id, base64 that does not decode to the same string) is kept as its
 block's JSON instead.
 """
@@ -19,21 +20,30 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxwarden.clip.names import content_hash
-from ctxwarden.core.media import block_data, is_image, is_media, media_tokens
+from ctxwarden.core.media import block_data, is_audio, is_image, is_media, is_video, media_tokens
 
 MEDIA_SUFFIX = ".media"
 """The folder beside an evicted result's file that holds the images and PDFs it could not keep in view."""
 
-MEDIA_FILE = re.compile(r".*\.media/\d{3,}-[0-9a-f]{8}\.(?:png|jpg|gif|webp|pdf|json)")
+MEDIA_FILE = re.compile(
+    r".*\.media/\d{3,}-[0-9a-f]{8}\.(?:png|jpg|gif|webp|pdf|wav|avi|mp3|ogg|flac|m4a|mp4|webm|json)"
+)
 """The path of such a file (`media_path`): search leaves these out, they are not text."""
 
 _FORMATS = (
     (b"\x89PNG\r\n\x1a\n", "png"),
     (b"\xff\xd8\xff", "jpg"),
     (b"GIF8", "gif"),
-    (b"RIFF", "webp"),
     (b"%PDF-", "pdf"),
+    (b"ID3", "mp3"),
+    (b"OggS", "ogg"),
+    (b"fLaC", "flac"),
+    (b"\x1aE\xdf\xa3", "webm"),
 )
+"""Formats told by their first bytes; RIFF files (WebP, WAV, AVI) and MP4's `ftyp` box by the bytes after
+(`_format`)."""
+
+_RIFF = {b"WEBP": "webp", b"WAVE": "wav", b"AVI ": "avi"}
 
 
 def keep_in_view(blocks: Sequence[Any], budget: int) -> tuple[list[Any], list[tuple[int, Mapping[str, Any]]]]:
@@ -83,7 +93,7 @@ def media_note(folder: str, moved: Sequence[tuple[int, Mapping[str, Any]]], tota
 
 
 def media_count(blocks: Sequence[Any]) -> str:
-    """`1 image`, `3 PDFs`, `4 attachments`: what a placeholder says a cleared result held."""
+    """`1 image`, `3 PDFs`, `2 audio clips`, `4 attachments`: what a placeholder says a cleared result held."""
     return f"{len(blocks)} {_kind(blocks, plural=len(blocks) > 1)}"
 
 
@@ -114,13 +124,30 @@ def with_media(text: str, media: list[Any], room: int | None = None, filed: Sequ
 
 
 def _kind(blocks: Sequence[Any], *, plural: bool) -> str:
-    kind = "image" if all(is_image(b) for b in blocks) else "PDF" if not any(is_image(b) for b in blocks) else None
-    return (kind or "attachment") + ("s" if plural else "")
+    kinds = {
+        "image" if is_image(b) else "audio clip" if is_audio(b) else "video" if is_video(b) else "PDF" for b in blocks
+    }
+    return (kinds.pop() if len(kinds) == 1 else "attachment") + ("s" if plural else "")
+
+
+def _kind_of(block: Any) -> str:
+    return "image" if is_image(block) else "audio clip" if is_audio(block) else "video" if is_video(block) else "PDF"
 
 
 def _extension(block: Mapping[str, Any]) -> str:
     exact = _exact_bytes(block)
-    return "json" if exact is None else next(name for magic, name in _FORMATS if exact.startswith(magic))
+    return (_format(exact) if exact is not None else None) or "json"
+
+
+def _format(raw: bytes) -> str | None:
+    """The file extension of `raw`'s format, from its first bytes; `None` for a format not known here."""
+    if raw[:4] == b"RIFF":
+        return _RIFF.get(raw[8:12])
+    if raw[4:8] == b"ftyp":  # an MP4 container: audio-only brands are M4A
+        return "m4a" if raw[8:11] == b"M4A" else "mp4"
+    if raw[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf2"):  # an MP3 frame with no ID3 tag before it
+        return "mp3"
+    return next((name for magic, name in _FORMATS if raw.startswith(magic)), None)
 
 
 def _exact_bytes(block: Mapping[str, Any]) -> bytes | None:
@@ -133,7 +160,7 @@ def _exact_bytes(block: Mapping[str, Any]) -> bytes | None:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         return None
-    if base64.b64encode(raw).decode() != data or not any(raw.startswith(magic) for magic, _n in _FORMATS):
+    if base64.b64encode(raw).decode() != data or _format(raw) is None:
         return None
     return raw
 

@@ -16,6 +16,13 @@ A PDF (deepagents' `read_file` returns one as a `file` block) is billed per page
 about 1,500 to 2,500 tokens a page at Anthropic. Tokenized as the text of its base64, a 2 MB PDF of 20 pages read
 as 1.9 million tokens, and one `read_file` put a 200k window at 958%. It is counted as `PDF_PAGE_TOKENS` a page,
 its pages counted in its bytes (`/Type /Page` objects, else one per `PDF_BYTES_PER_PAGE`).
+
+Audio and video are billed by their length: Gemini counts 32 tokens a second of audio and 263 a second of video
+(OpenAI's audio models fewer, Anthropic takes neither). Tokenized as the text of its base64, a two-minute MP3 of
+2 MB read as 1.9 million tokens. Its length is read from its own header (`mutagen`: MP3, MP4, Ogg, FLAC, WAV and
+others); a clip whose length cannot be read is counted at a low bitrate for its bytes (`AUDIO_BYTES_PER_SECOND`,
+`VIDEO_BYTES_PER_SECOND`, so it is counted long rather than short), and one given by URL or file id as
+`UNKNOWN_AUDIO_SECONDS` or `UNKNOWN_VIDEO_SECONDS`.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import imagesize
+import mutagen
 from langchain_core.messages import BaseMessage
 
 IMAGE_TYPES = frozenset({"image", "image_url", "input_image"})
@@ -36,6 +44,36 @@ IMAGE_TYPES = frozenset({"image", "image_url", "input_image"})
 
 DOCUMENT_TYPES = frozenset({"file", "document"})
 """Content block types that can carry a PDF (langchain's standard `file` block, Anthropic's `document`)."""
+
+AUDIO_TYPES = frozenset({"audio", "input_audio"})
+"""Content block types that carry audio (langchain's standard block, OpenAI's `input_audio`)."""
+
+VIDEO_TYPES = frozenset({"video"})
+"""Content block types that carry video (langchain's standard block)."""
+
+PLAYED_TYPES = frozenset({"media", *DOCUMENT_TYPES})
+"""Block types that carry audio or video when their MIME type says so (langchain-google-genai's `media`, a `file`)."""
+
+AUDIO_TOKENS_PER_SECOND = 32
+"""Gemini's count for a second of audio, the most of the providers that take audio."""
+
+VIDEO_TOKENS_PER_SECOND = 263
+"""Gemini's count for a second of video at its default resolution (its frames and its sound)."""
+
+AUDIO_BYTES_PER_SECOND = 2_000
+"""Audio whose length cannot be read is counted as 16 kbit/s (the rate Gemini takes audio down to): long, not short."""
+
+VIDEO_BYTES_PER_SECOND = 12_500
+"""Video whose length cannot be read is counted as 100 kbit/s, lower than any video a model is sent is encoded at."""
+
+LOWEST_BYTES_PER_SECOND = 125
+"""1 kbit/s, below any codec's rate: a length its header gives is believed up to what its bytes hold at this rate."""
+
+UNKNOWN_AUDIO_SECONDS = 600
+"""Audio given by URL or file id, whose bytes are not in the message: counted as ten minutes."""
+
+UNKNOWN_VIDEO_SECONDS = 60
+"""Video given by URL or file id: counted as a minute."""
 
 PDF_PAGE_TOKENS = 3_000
 """What a PDF page is counted as: the most Anthropic's guide gives for one (1,500 to 3,000)."""
@@ -82,19 +120,71 @@ def is_pdf(block: Any) -> bool:
     return mime == "application/pdf" or (data is not None and data.startswith("JVBERi"))  # base64 of `%PDF-`
 
 
+def is_audio(block: Any) -> bool:
+    """Whether a content block is audio (by its type, or a `media` or `file` block by its MIME type)."""
+    return _played(block) == "audio"
+
+
+def is_video(block: Any) -> bool:
+    """Whether a content block is video (by its type, or a `media` or `file` block by its MIME type)."""
+    return _played(block) == "video"
+
+
 def is_media(block: Any) -> bool:
-    """Whether a content block is an image or a PDF: counted by its size, never as the text of its bytes."""
-    return is_image(block) or is_pdf(block)
+    """Whether a content block is an image, a PDF, audio or video: counted by its size or its length, never as the
+    text of its bytes."""
+    return is_image(block) or is_pdf(block) or _played(block) is not None
 
 
 def media_of(message: BaseMessage) -> list[Any]:
-    """The image and PDF blocks of a message's content, in order."""
+    """The image, PDF, audio and video blocks of a message's content, in order."""
     return [] if isinstance(message.content, str) else [b for b in message.content if is_media(b)]
 
 
 def media_tokens(block: Mapping[str, Any]) -> int:
-    """Tokens an image or PDF block costs a call."""
-    return image_tokens(block) if is_image(block) else pdf_tokens(block)
+    """Tokens an image, PDF, audio or video block costs a call."""
+    if is_image(block):
+        return image_tokens(block)
+    played = _played(block)
+    if played == "audio":
+        return math.ceil(_seconds(block, AUDIO_BYTES_PER_SECOND, UNKNOWN_AUDIO_SECONDS) * AUDIO_TOKENS_PER_SECOND)
+    if played == "video":
+        return math.ceil(_seconds(block, VIDEO_BYTES_PER_SECOND, UNKNOWN_VIDEO_SECONDS) * VIDEO_TOKENS_PER_SECOND)
+    return pdf_tokens(block)
+
+
+def _played(block: Any) -> str | None:
+    """`"audio"`, `"video"`, or `None` for a block that is neither."""
+    if not isinstance(block, Mapping):
+        return None
+    kind = block.get("type")
+    if kind in AUDIO_TYPES:
+        return "audio"
+    if kind in VIDEO_TYPES:
+        return "video"
+    if kind not in PLAYED_TYPES:
+        return None
+    mime = block.get("mime_type")
+    mime = mime.split("/", 1)[0] if isinstance(mime, str) else None
+    return mime if mime in ("audio", "video") else None
+
+
+def _seconds(block: Mapping[str, Any], bytes_per_second: int, unknown: int) -> float:
+    """The length of an audio or video block: read from its header, else from its bytes at `bytes_per_second`, else
+    (no bytes in the message) `unknown`."""
+    data = block_data(block)
+    if not data:
+        return unknown
+    raw = _decode(data)
+    size = max(len(raw), len(data) * 3 // 4)  # data that does not decode is still sent, and billed somehow
+    try:
+        played = mutagen.File(io.BytesIO(raw))
+        length = float(played.info.length) if played is not None else 0.0
+    except Exception:  # mutagen's failures on damaged or unknown data are many: the bytes still give a length
+        length = 0.0
+    if not (length > 0 and math.isfinite(length)):
+        return size / bytes_per_second
+    return min(length, size / LOWEST_BYTES_PER_SECOND)  # a header that says hours for a few kilobytes is not believed
 
 
 def pdf_tokens(block: Mapping[str, Any]) -> int:
@@ -152,6 +242,9 @@ def block_data(block: Mapping[str, Any]) -> str | None:
     for key in ("base64", "data"):  # langchain's standard block (v1, v0)
         if isinstance(block.get(key), str):
             return _text(block.get(key))
+    audio = block.get("input_audio")
+    if isinstance(audio, Mapping):  # OpenAI's `input_audio` block
+        return _text(audio.get("data"))
     url = block.get("url")
     image_url = block.get("image_url")
     if isinstance(image_url, Mapping):  # OpenAI's `image_url` block
@@ -201,18 +294,24 @@ def _size_of(data: bytes) -> tuple[int, int] | None:
 
 
 __all__ = [
+    "AUDIO_TOKENS_PER_SECOND",
+    "AUDIO_TYPES",
     "DOCUMENT_TYPES",
     "IMAGE_TYPES",
     "LOW_DETAIL_TOKENS",
     "PDF_PAGE_TOKENS",
     "UNKNOWN_IMAGE_TOKENS",
+    "VIDEO_TOKENS_PER_SECOND",
+    "VIDEO_TYPES",
     "anthropic_tokens",
     "block_data",
     "image_size",
     "image_tokens",
+    "is_audio",
     "is_image",
     "is_media",
     "is_pdf",
+    "is_video",
     "media_of",
     "media_tokens",
     "openai_tokens",

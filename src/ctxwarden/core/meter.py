@@ -58,8 +58,10 @@ from ctxwarden.core.measurement import Measurement
 from ctxwarden.core.media import is_image, is_media, media_tokens
 from ctxwarden.core.stamp import COUNT_KEY, carried, count_record
 
-MEDIA_BY_SIZE = "media-by-size"
-"""The rule a carried count of a message with images or PDFs was made by, when they were counted by their size."""
+MEDIA_BY_SIZE = "media-by-size-and-length"
+"""The rule a carried count of a message with images, PDFs, audio or video was made by, when they were counted by
+their size and length (a count carried under the rule before, which read audio as the text of its base64, is made
+again)."""
 
 MAX_TOOLS = 256
 """Tool schemas whose counts are kept."""
@@ -87,8 +89,8 @@ class TokenMeter:
         key = counter_key(self.counter)
         self.count_key: str | None = None if key is None else f"{key}/{tokens_per_message}/85"
         """What identifies this meter's counts in the counts messages carry (`None`: not carried). A message holding
-        an image or a PDF carries it with the rule that counted them (`MEDIA_BY_SIZE`): a thread counted before images
-        were counted by size reads its other counts as they are, and recounts only those."""
+        an image, a PDF, audio or video carries it with the rule that counted them (`MEDIA_BY_SIZE`): a thread counted
+        before media were counted by size and length reads its other counts as they are, and recounts only those."""
         rule = MEDIA_BY_SIZE if tokens_per_image is None else f"media-flat-{tokens_per_image}"
         self._media_key = None if key is None else f"{self.count_key}+{rule}"
         self._by_object: ObjectCache[int] = ObjectCache(max_cached_messages)
