@@ -33,6 +33,7 @@ from ctxwarden.core.media import (
     UNKNOWN_IMAGE_TOKENS,
     anthropic_tokens,
     image_tokens,
+    is_media,
     openai_tokens,
     pdf_tokens,
 )
@@ -80,6 +81,19 @@ def test_an_image_is_counted_by_its_size_in_every_block_shape() -> None:
     assert [image_tokens(block) for block in shapes] == [SCREEN_TOKENS] * len(shapes)
     low = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{SCREEN}", "detail": "low"}}
     assert image_tokens(low) == 85
+
+
+def test_an_image_in_a_gemini_media_block_or_a_file_block_is_counted_by_its_size_in_the_message() -> None:
+    meter = TokenMeter()
+    look = HumanMessage("Look.")
+    for block in (
+        {"type": "media", "mime_type": "image/png", "data": SCREEN},  # langchain-google-genai's block
+        {"type": "file", "base64": SCREEN, "mime_type": "image/png"},
+    ):
+        seen = HumanMessage([{"type": "text", "text": "Look."}, block])
+        assert is_media(block)
+        assert meter.message_tokens(seen) - meter.message_tokens(look) == pytest.approx(SCREEN_TOKENS, abs=8)
+        # before: the text of its base64, 3,000 tokens and more for a 1280×800 screenshot
 
 
 def test_the_providers_own_examples() -> None:

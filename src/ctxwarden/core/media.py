@@ -51,8 +51,9 @@ AUDIO_TYPES = frozenset({"audio", "input_audio"})
 VIDEO_TYPES = frozenset({"video"})
 """Content block types that carry video (langchain's standard block)."""
 
-PLAYED_TYPES = frozenset({"media", *DOCUMENT_TYPES})
-"""Block types that carry audio or video when their MIME type says so (langchain-google-genai's `media`, a `file`)."""
+TYPED_BY_MIME = frozenset({"media", *DOCUMENT_TYPES})
+"""Block types that carry an image, audio or video when their MIME type says so (langchain-google-genai's `media`, a
+`file`)."""
 
 AUDIO_TOKENS_PER_SECOND = 32
 """Gemini's count for a second of audio, the most of the providers that take audio."""
@@ -106,8 +107,8 @@ image; any other data is not decoded further (50 MB of base64 that is no image c
 
 
 def is_image(block: Any) -> bool:
-    """Whether a content block is an image."""
-    return isinstance(block, Mapping) and block.get("type") in IMAGE_TYPES
+    """Whether a content block is an image (by its type, or a `media` or `file` block by its MIME type)."""
+    return _kind(block) == "image"
 
 
 def is_pdf(block: Any) -> bool:
@@ -122,18 +123,18 @@ def is_pdf(block: Any) -> bool:
 
 def is_audio(block: Any) -> bool:
     """Whether a content block is audio (by its type, or a `media` or `file` block by its MIME type)."""
-    return _played(block) == "audio"
+    return _kind(block) == "audio"
 
 
 def is_video(block: Any) -> bool:
     """Whether a content block is video (by its type, or a `media` or `file` block by its MIME type)."""
-    return _played(block) == "video"
+    return _kind(block) == "video"
 
 
 def is_media(block: Any) -> bool:
     """Whether a content block is an image, a PDF, audio or video: counted by its size or its length, never as the
     text of its bytes."""
-    return is_image(block) or is_pdf(block) or _played(block) is not None
+    return _kind(block) is not None or is_pdf(block)
 
 
 def media_of(message: BaseMessage) -> list[Any]:
@@ -143,30 +144,32 @@ def media_of(message: BaseMessage) -> list[Any]:
 
 def media_tokens(block: Mapping[str, Any]) -> int:
     """Tokens an image, PDF, audio or video block costs a call."""
-    if is_image(block):
+    kind = _kind(block)
+    if kind == "image":
         return image_tokens(block)
-    played = _played(block)
-    if played == "audio":
+    if kind == "audio":
         return math.ceil(_seconds(block, AUDIO_BYTES_PER_SECOND, UNKNOWN_AUDIO_SECONDS) * AUDIO_TOKENS_PER_SECOND)
-    if played == "video":
+    if kind == "video":
         return math.ceil(_seconds(block, VIDEO_BYTES_PER_SECOND, UNKNOWN_VIDEO_SECONDS) * VIDEO_TOKENS_PER_SECOND)
     return pdf_tokens(block)
 
 
-def _played(block: Any) -> str | None:
-    """`"audio"`, `"video"`, or `None` for a block that is neither."""
+def _kind(block: Any) -> str | None:
+    """`"image"`, `"audio"`, `"video"`, or `None` for a block that is none of them (a PDF is told by `is_pdf`)."""
     if not isinstance(block, Mapping):
         return None
     kind = block.get("type")
+    if kind in IMAGE_TYPES:
+        return "image"
     if kind in AUDIO_TYPES:
         return "audio"
     if kind in VIDEO_TYPES:
         return "video"
-    if kind not in PLAYED_TYPES:
+    if kind not in TYPED_BY_MIME:
         return None
     mime = block.get("mime_type")
-    mime = mime.split("/", 1)[0] if isinstance(mime, str) else None
-    return mime if mime in ("audio", "video") else None
+    major = mime.split("/", 1)[0] if isinstance(mime, str) else None
+    return major if major in ("image", "audio", "video") else None
 
 
 def _seconds(block: Mapping[str, Any], bytes_per_second: int, unknown: int) -> float:
