@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import PrivateAttr
 
 from ctxwarden import context_report, create_context_agent
 from ctxwarden.core.gauge_note import is_note
@@ -30,6 +29,7 @@ from ctxwarden.core.media import (
 )
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.replay import ScriptedChatModel
+from views import Views
 
 
 def mp3(seconds: float) -> bytes:
@@ -101,28 +101,18 @@ def test_a_clip_whose_length_cannot_be_read_is_counted_long_rather_than_short() 
     assert media_tokens({"type": "video", "file_id": "file-1"}) == UNKNOWN_VIDEO_SECONDS * VIDEO_TOKENS_PER_SECOND
 
 
-class Heard(ScriptedChatModel):
-    """A fake model that keeps the messages of every agent call."""
-
-    _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
-
-    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
-        if kwargs.get("ctxwarden_agent_call"):
-            self._calls.append(list(messages))
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-
 def test_a_voice_note_of_two_minutes_is_answered_with_the_note_whole(tmp_path: Path) -> None:
     voice = b64(mp3(120))  # 1.9 MB: read as text, 330,000 tokens, past a 200k window
-    model = Heard(messages=iter([AIMessage("It says hello.")]), profile={"max_input_tokens": 200_000})
-    agent = create_context_agent(model, [], state_dir=tmp_path, checkpointer=InMemorySaver())
+    model = ScriptedChatModel(messages=iter([AIMessage("It says hello.")]), profile={"max_input_tokens": 200_000})
+    views = Views()  # after ctxwarden's middleware: what the model is sent
+    agent = create_context_agent(model, [], state_dir=tmp_path, checkpointer=InMemorySaver(), middleware=[views])
     note = HumanMessage([{"type": "text", "text": "What does it say?"}, {"type": "audio", "base64": voice}])
     note.content[1]["mime_type"] = "audio/mpeg"
     out = agent.invoke({"messages": [note]}, {"configurable": {"thread_id": "voice"}})
 
     assert out["messages"][-1].content == "It says hello."
-    assert not any(is_note(m) for m in model._calls[0])  # before: "your context window is 167% full", and a fold due
-    sent = [m for m in model._calls[0] if isinstance(m, HumanMessage)]
+    assert not any(is_note(m) for m in views.views[0])  # before: "your context window is 167% full", and a fold due
+    sent = [m for m in views.views[0] if isinstance(m, HumanMessage)]
     assert sent[-1].content[1]["base64"] == voice  # the model heard the note, byte for byte
     assert out["messages"][0].content == note.content  # and the thread keeps it exact
     report = context_report(agent, {"configurable": {"thread_id": "voice"}})
@@ -139,7 +129,7 @@ def record(seconds: int) -> list[dict[str, Any]]:
 
 def test_a_result_of_more_clips_than_fit_keeps_what_fits_and_files_the_rest_as_audio(tmp_path: Path) -> None:
     listen = AIMessage("", tool_calls=[{"name": "record", "args": {"seconds": 30}, "id": "r1"}])
-    model = Heard(messages=iter([listen, AIMessage("done")]), profile={"max_input_tokens": 32_000})
+    model = ScriptedChatModel(messages=iter([listen, AIMessage("done")]), profile={"max_input_tokens": 32_000})
     agent = create_context_agent(model, [record], state_dir=tmp_path, checkpointer=InMemorySaver())
     out = agent.invoke({"messages": [HumanMessage("Record.")]}, {"configurable": {"thread_id": "mics"}})
 
