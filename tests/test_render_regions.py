@@ -59,3 +59,15 @@ def test_codes_that_show_nothing_are_taken_out_a_block_at_a_time_as_from_the_who
     monkeypatch.setattr(terminal, "SUB_BLOCK_CHARS", block)
     for text in (coloured, titled, unterminated):
         assert terminal._visible(text) == terminal._INVISIBLE.sub("", text)
+
+
+def test_a_spinner_of_wide_and_zero_width_frames_hands_only_its_visible_frames_to_the_drawing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spinner = "".join(f"\r⚠️ {i} vulnerabilities" for i in range(10_000)) + "\n"  # a variation selector in each frame
+    drawn: list[str] = []
+    fast_row = terminal.fast_row
+    monkeypatch.setattr(terminal, "fast_row", lambda data: drawn.append(data) or fast_row(data))
+    assert render(spinner).text.split("\n")[0] == full_screen_lines(spinner)[0] == "⚠️ 9999 vulnerabilities"
+    # a frame a later, wider one draws over is never listed: before, all 10,000 frames (230,000 characters) were
+    assert max(map(len, drawn)) < 100

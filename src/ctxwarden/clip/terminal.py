@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyte import modes
+from pyte.screens import wcwidth
 
 from ctxwarden.clip.fast_draw import NOT_ONE_CELL, fast_row, fast_screen, last_column, width_bound
 from ctxwarden.clip.pyte_screen import Screen, Stream, row_text
@@ -83,12 +84,11 @@ _DRAWN = re.compile(r"[\r\x1b\b]")
 _ALTERNATE_SCREEN = re.compile(r"\x1b\[\?(?:1049|1047|47)h.*?\x1b\[\?(?:1049|1047|47)l", re.DOTALL)
 """What a program wrote on the alternate screen, from entering it to leaving it: no terminal shows it afterwards."""
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""Controls, tabs and backspaces among them: a frame holding one moves the cursor its own way."""
+
 _ERASE_LINE_START = re.compile(r"\x1b\[[02]?K")
 """An erase of the line right after a carriage return: every frame before it is invisible."""
-
-_COLUMN_ONE = re.compile(r"\x1b\[[01]?G")
-"""A move to the first column, which is what `\\r` does: a spinner's frames (`CSI 2K CSI 1G ⠋ ...`) are then told
-apart as `\\r` frames are, and only the last one is drawn."""
 
 _WHOLE_LINE_ERASE = "\x1b[2K"
 """An erase of the whole line: followed by `\\r`, it leaves the line as blank as a new one."""
@@ -203,25 +203,29 @@ class _Run:
         """One line (no `\\n`) that moves the cursor only within itself, as a terminal shows it."""
         if "\r" not in line and "\x1b" not in line and "\b" not in line:
             return line
-        line = _COLUMN_ONE.sub("\r", line).rstrip("\r")  # a last `\r` moves the cursor and draws nothing
-        frames = line.split("\r")
-        for index in range(len(frames) - 2, -1, -1):
-            if frames[index].endswith(_WHOLE_LINE_ERASE):  # erased, then `\r`: what came before shows nowhere
-                frames = frames[index + 1 :]
-                break
+        line = _column_one(line).rstrip("\r")  # a last `\r` moves the cursor and draws nothing
+        erased = line.rfind(_WHOLE_LINE_ERASE + "\r")  # erased, then `\r`: what came before shows nowhere
+        if erased >= 0:
+            line = line[erased + len(_WHOLE_LINE_ERASE) + 1 :]
         kept: list[str] = []
         covered = 0
-        for index in range(len(frames) - 1, -1, -1):
-            frame = frames[index]
-            if "\x1b" not in frame and "\b" not in frame and not NOT_ONE_CELL.search(frame):
-                if len(frame) > covered:  # shows past what the later frames drew
+        end = len(line)
+        while True:  # the frames from the last, one `\r` back at a time: a spinner's frames are never all listed
+            start = line.rfind("\r", 0, end) + 1
+            frame = line[start:end]
+            width = _text_width(frame)
+            if width is not None:
+                if width > covered:  # shows past what the later frames drew
                     kept.append(frame)
-                    covered = len(frame)
-                continue
-            kept.append(frame)
-            if _ERASE_LINE_START.match(frame) is None:
-                kept.extend(reversed(frames[:index]))  # what this frame leaves of the earlier ones is the emulator's
-            break
+                    covered = width
+            else:
+                kept.append(frame)
+                if start > 0 and _ERASE_LINE_START.match(frame) is None:  # what it leaves of the earlier frames
+                    kept.extend(reversed(line[: start - 1].split("\r")))  # is the emulator's
+                break
+            if start == 0:
+                break
+            end = start - 1
         kept.reverse()
         if all("\x1b" not in f and "\b" not in f and not NOT_ONE_CELL.search(f) for f in kept):
             return _overlay(kept)
@@ -259,7 +263,7 @@ def _screen_line(line: str) -> str:
     came out `Createdg`)."""
     if "\r" not in line and "\x1b" not in line:
         return line
-    frames = _COLUMN_ONE.sub("\r", line).split("\r")
+    frames = _column_one(line).split("\r")
     for index in range(len(frames) - 1, 0, -1):  # the latest frame before which nothing shows
         if frames[index - 1].endswith(_WHOLE_LINE_ERASE):
             frames = [_WHOLE_LINE_ERASE, *frames[index:]]
@@ -287,6 +291,27 @@ def _overlay(frames: list[str]) -> str:
         if len(frame) > len(shown):
             shown += frame[len(shown) :]
     return shown.rstrip()
+
+
+def _text_width(frame: str) -> int | None:
+    """The cells a frame of text draws from the first column (two-cell characters count two, zero-width ones none);
+    `None` for one holding an escape, a backspace, a tab or another control, whose reach is the emulator's to find.
+    A frame drawn after `\\r` over cells a later frame draws all of is invisible, whatever its characters."""
+    others = NOT_ONE_CELL.findall(frame)  # the characters that do not take one cell: few, even in a CJK line
+    if not others:
+        return len(frame)
+    if "\x1b" in frame or _CONTROL.search(frame):
+        return None
+    widths = [wcwidth(char) for char in others]
+    return None if -1 in widths else len(frame) - len(others) + sum(widths)
+
+
+def _column_one(line: str) -> str:
+    """`line` with each move to the first column (`CSI G`, `CSI 0 G`, `CSI 1 G`) written as `\\r`, which is what it
+    does: a spinner's frames (`CSI 2K CSI 1G ⠋ ...`) are then told apart as `\\r` frames are, and only the last one is
+    drawn. Three replaces, which hold no piece of the line between moves, where `re.sub` held a million pieces for a
+    spinner's million frames."""
+    return line.replace("\x1b[1G", "\r").replace("\x1b[G", "\r").replace("\x1b[0G", "\r")
 
 
 def _backspace_kept(match: re.Match[str]) -> str:
