@@ -102,6 +102,8 @@ def _output(shape: str, size: int) -> ToolMessage:
             f"\x1b[32mPASSED\x1b[0m tests/test_mod_{i % 977}.py::test_case_{i} \x1b[2m[{i % 100}%]\x1b[0m\n"
             for i in range(size // 70)
         )
+    elif shape == "emoji-spinner":  # one line of spinner frames, each with a variation selector (npm audit's ⚠️)
+        text = "".join(f"\r⚠️ {i} vulnerabilities" for i in range(size // 23)) + "\n"
     elif shape == "status-redraws":  # a status line redrawn in place (cursor up, erase) after every 49 lines of log
         block = "".join(f"item {j:02d} ok\n" for j in range(49))
         text = "".join(f"{block}\x1b[1A\x1b[2K\rprogress: batch {i}\n" for i in range(size // 600))
@@ -169,6 +171,7 @@ ARRIVALS = (
     ("indented-tracebacks", 2_000_000),
     ("status-redraws", 20_000_000),
     ("coloured-log", 20_000_000),
+    ("emoji-spinner", 5_000_000),
 )
 
 
