@@ -122,7 +122,7 @@ def test_a_voice_note_of_two_minutes_is_answered_with_the_note_whole(tmp_path: P
 @tool
 def record(seconds: int) -> list[dict[str, Any]]:
     """Record `seconds` of each of the 20 microphones."""
-    # as `file` blocks: langchain turns a tool's `audio` blocks into the text of their JSON (a ToolMessage it keeps)
+    # as `file` blocks: LangGraph's tool node turns a result's `audio` blocks into the text of their JSON
     clips = [{"type": "file", "base64": b64(mp3(seconds)), "mime_type": "audio/mpeg"} for _ in range(20)]
     return [{"type": "text", "text": f"20 clips of {seconds} s"}, *clips]
 
