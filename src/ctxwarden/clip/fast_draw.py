@@ -8,7 +8,7 @@ property test checks each against pyte on every mix of what it draws.
 
 A row is drawn as a list of cells after a count of blank ones (`Row`): the cursor goes on moving
 right when a program erases its line without returning (`X CSI 2K`, a spinner that forgot its
-`\r`), and a row erased is then redrawn from where the cursor stands, not padded from the first
+`\\r`), and a row erased is then redrawn from where the cursor stands, not padded from the first
 column again; padded every time, 100,000 such frames took 13 s, with tabs 180 s. Cursor moves
 can still make a run's blanks cost more than the run (`CSI 9999 C` then a character), so a
 drawing stops at `WORK_PER_CHAR` cells moved per character of its input, and returns `None`:

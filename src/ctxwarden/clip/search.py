@@ -246,8 +246,8 @@ def matcher(query: str, regex: bool) -> Callable[[str], Any] | str:
 
 
 def _lines(source: Source) -> Iterator[str]:
-    """The lines of `source` as the agent's `read_file` numbers them (split at `\n` only: `splitlines` also split at
-    `\r`, a form feed or U+2028, and the numbers a hit named were not the file's); those of a terminal output's raw
+    """The lines of `source` as the agent's `read_file` numbers them (split at `\\n` only: `splitlines` also split at
+    `\\r`, a form feed or U+2028, and the numbers a hit named were not the file's); those of a terminal output's raw
     bytes (`.raw`) as a terminal shows each, without escape codes, its progress frames one line."""
     raw = source.path is not None and source.path.endswith(RAW_SUFFIX)
     for line in source.text.split("\n"):

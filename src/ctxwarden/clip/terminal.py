@@ -26,7 +26,7 @@ one a terminal cannot tell apart:
   height either side, or for a line that only moves up, far from other moves, as many lines as
   it moves: `clip.screen_regions`); lines that scroll off its top are what the terminal's
   scrollback keeps.
-  When they hold only one- and two-cell text, `\r`, `\n`, cursor up and down and line erases (what
+  When they hold only one- and two-cell text, `\\r`, `\\n`, cursor up and down and line erases (what
   multi-bar progress displays write), `fast_screen` draws them by pyte's rules a text run at a
   time, exactly and whatever their size; otherwise pyte does.
 
@@ -165,7 +165,7 @@ def _visible(text: str) -> str:
 
 
 def _each_line(text: str, begin: int, end: int, run: _Run) -> Iterator[str]:
-    """The lines of `text[begin:end]`, each as a terminal shows it: a run of lines that need no drawing (no `\r`,
+    """The lines of `text[begin:end]`, each as a terminal shows it: a run of lines that need no drawing (no `\\r`,
     escape or backspace) as one slice of the text, the others one at a time."""
     while (found := _DRAWN.search(text, begin, end)) is not None:  # the next line that needs drawing
         newline = text.rfind("\n", begin, found.start())
