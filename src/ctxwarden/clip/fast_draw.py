@@ -28,7 +28,7 @@ TAB_WIDTH = 8
 """pyte's tab stops: every 8 columns."""
 
 MAX_COLUMN_JUMP = 10_000
-"""Cap on how far right one cursor move may reach on the one-row screen."""
+"""Cap on how far right the cursor moves of one line may reach, beyond its own text."""
 
 NOT_ONE_CELL = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f"
@@ -42,8 +42,15 @@ NOT_ONE_CELL = re.compile(
 """Characters that do not take exactly one cell (wide, combining, zero-width, tabs, other controls): a frame holding
 none of them covers exactly as many cells as it has characters."""
 
-COLUMN_JUMPS = re.compile(r"\x1b\[(\d+)[CG`]")
-"""Moves right, to a column or by columns, whose sizes widen the one-row screen."""
+COLUMN_JUMPS = re.compile(r"\x1b\[(\d+)[CGa`]")
+"""Moves right, to a column or by columns (`CSI n C` and its other name `CSI n a`, `CSI n G` and `CSI n \\``), whose
+sizes widen the one-row screen."""
+
+REPEATS = re.compile(r"\x1b\[([0-9]*)b")
+"""Repeats of the character drawn last (REP, `CSI n b`), which widen a line by `n` characters."""
+
+MAX_REPEAT_CELLS = 100_000
+"""Characters the repeats (`CSI n b`) of one screen may draw: a line asking for more is drawn without the emulator."""
 
 _ROW_CONTROL = re.compile(r"(\r|\t|\x08+|\x1b\[[0-9]*[CDGK])")
 """What `fast_row` draws besides text (ASCII digits only, as `_FAST_CONTROL`)."""
@@ -53,14 +60,20 @@ _FAST_CONTROL = re.compile(r"(\r|\n|\t|\x1b\[[0-9]*[AB]|\x1b\[[012]?K)")
 
 
 def width_bound(text: str) -> int:
-    """Cells `text` can reach from the first column, drawn on one row: two a character, a tab's eight."""
-    return 2 * len(text) + (TAB_WIDTH - 2) * text.count("\t")
+    """Cells `text` can reach from the first column, drawn on one row: two a character, a tab's eight, and two for
+    each repeat it asks for (up to `MAX_REPEAT_CELLS`)."""
+    bound = 2 * len(text) + (TAB_WIDTH - 2) * text.count("\t")
+    if "\x1b[" in text and "b" in text:
+        repeats = sum(min(int(n or 1) or 1, PYTE_MAX_PARAMETER) for n in REPEATS.findall(text))
+        bound += 2 * min(repeats, MAX_REPEAT_CELLS)
+    return bound
 
 
 def last_column(data: str) -> int:
-    """The last column of the one-row screen `data` is drawn on: wide enough for `width_bound(data)` and the farthest
-    move right it asks for (up to `MAX_COLUMN_JUMP`), so a line is never wrapped."""
-    return width_bound(data) + min(MAX_COLUMN_JUMP, max((int(n) for n in COLUMN_JUMPS.findall(data)), default=0))
+    """The last column of the one-row screen `data` is drawn on: wide enough for `width_bound(data)` and all the moves
+    right it asks for (up to `MAX_COLUMN_JUMP` in all: moves by columns add up), so a line is never wrapped."""
+    jumps = sum(min(int(n), MAX_COLUMN_JUMP) for n in COLUMN_JUMPS.findall(data))
+    return width_bound(data) + min(MAX_COLUMN_JUMP, jumps)
 
 
 WORK_PER_CHAR = 32
@@ -353,6 +366,7 @@ def _down(buffer: list[TextRow | Row], gone: list[str], y: int) -> int:
 
 __all__ = [
     "MAX_COLUMN_JUMP",
+    "MAX_REPEAT_CELLS",
     "NOT_ONE_CELL",
     "PYTE_MAX_PARAMETER",
     "SHORT_ROW",

@@ -17,7 +17,7 @@ from typing import Any
 import pyte
 from pyte.screens import wcwidth
 
-from ctxwarden.clip.fast_draw import NOT_ONE_CELL, next_tab_stop
+from ctxwarden.clip.fast_draw import MAX_REPEAT_CELLS, NOT_ONE_CELL, PYTE_MAX_PARAMETER, next_tab_stop
 
 
 def row_text(row: Any) -> str:
@@ -43,6 +43,8 @@ class Screen(pyte.Screen):
     def __init__(self, columns: int, lines: int) -> None:
         self.gone: list[str] = []
         self.walk_left = 1 << 62  # cells the walks below may still visit: unbounded unless a rendering's budget says
+        self.last_drawn = ""  # the character a repeat (`CSI n b`) draws again
+        self.repeats_left = MAX_REPEAT_CELLS
         super().__init__(columns, lines)
 
     def _walk(self, line: Any) -> Any:
@@ -68,6 +70,8 @@ class Screen(pyte.Screen):
         self.standard_tabs = True
 
     def draw(self, data: str) -> None:
+        if data:
+            self.last_drawn = data[-1] if wcwidth(data[-1]) > 0 else self.last_drawn
         if not NOT_ONE_CELL.search(data):
             super().draw(data)
             return
@@ -148,6 +152,21 @@ class Screen(pyte.Screen):
             self.index() if up else self.reverse_index()
         self.cursor.y = y
 
+    def repeat_last(self, *params: int, private: bool = False) -> None:
+        """`CSI n b` (REP): the character drawn last, `n` more times, as xterm draws it (ncurses writes it for a run of
+        one character, a rule of `─` or a bar of `=`, where the terminal's description has `rep`; pyte ignores it).
+        Past `MAX_REPEAT_CELLS` for the screen the drawing stops, as one past its walking budget does."""
+        if private or not self.last_drawn or len(params) > 1:
+            return
+        count = min((params or (1,))[0] or 1, PYTE_MAX_PARAMETER)
+        self.repeats_left -= count
+        if self.repeats_left < 0:
+            raise TooMuchWalking
+        self.walk_left -= count
+        if self.walk_left < 0:
+            raise TooMuchWalking
+        self.draw(self.last_drawn * count)
+
     def tab(self) -> None:
         if not self.standard_tabs:
             super().tab()
@@ -163,12 +182,16 @@ class Screen(pyte.Screen):
         super().clear_tab_stop(how)
 
 
-_MISSING_CSI = {"s": "save_cursor_csi", "u": "restore_cursor_csi", "S": "scroll_up", "T": "scroll_down"}
+_MISSING_CSI = {
+    **{"s": "save_cursor_csi", "u": "restore_cursor_csi", "S": "scroll_up", "T": "scroll_down"},
+    **{"b": "repeat_last", "`": "cursor_to_column"},
+}
 
 
 class Stream(pyte.Stream):
     """pyte's parser, with the sequences it lacks that programs write to a terminal: `CSI s` and `CSI u` (save and
-    restore the cursor), `CSI S` and `CSI T` (scroll)."""
+    restore the cursor), `CSI S` and `CSI T` (scroll), `CSI n b` (repeat the last character) and `CSI n \\`` (to
+    column `n`: pyte reads the column move under the final byte `'`, which no terminal sends)."""
 
     def __init__(self, screen: Screen) -> None:
         self.csi = {**pyte.Stream.csi, **_MISSING_CSI}

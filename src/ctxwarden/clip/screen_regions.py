@@ -19,7 +19,7 @@ SCREEN_ROWS = 24
 MAX_SCREEN_ROWS = 500
 """Cap on the screen height a program's own cursor moves can ask for."""
 
-_ESCAPE_MOVE = re.compile(r"\x1b(?:\[[0-9;]*[ABEFHJLMSTdfrsu]|\[\?(?:47|1047|1049)[hl]|[78DEMc])")
+_ESCAPE_MOVE = re.compile(r"\x1b(?:\[[0-9;]*[ABEFHJLMSTdefrsu]|\[\?(?:47|1047|1049)[hl]|[78DEMc])")
 """Escape sequences that move the cursor to another row, place it, scroll, or clear the screen (a pattern that
 starts with one character is searched for that character first)."""
 

@@ -54,7 +54,7 @@ from typing import Any
 from pyte import modes
 from pyte.screens import wcwidth
 
-from ctxwarden.clip.fast_draw import NOT_ONE_CELL, fast_row, fast_screen, last_column, width_bound
+from ctxwarden.clip.fast_draw import NOT_ONE_CELL, fast_row, fast_screen, last_column
 from ctxwarden.clip.pyte_screen import Screen, Stream, row_text
 from ctxwarden.clip.screen_regions import SCREEN_ROWS, VERTICAL, stretches
 
@@ -243,7 +243,7 @@ class _Run:
     def screen(self, lines: list[str], rows: int, vertical: int) -> list[str]:
         """`lines` drawn on a screen `rows` high: what scrolled off its top, then what it shows at the end; exactly
         by `fast_screen` when they hold only what it draws, else by pyte within the budget, else line by line."""
-        width = max(80, *map(width_bound, lines))  # a line never wraps
+        width = max(80, *map(last_column, lines))  # a line never wraps, nor a move right stops short
         data = "\n".join(line if VERTICAL.search(line) else _screen_line(line) for line in lines)
         shown = fast_screen(data, rows, width + 1)
         if shown is None and self.pyte_may_draw(data):

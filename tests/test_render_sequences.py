@@ -1,0 +1,52 @@
+"""Sequences pyte draws wrong or not at all: a repeated character, a move to a column, a move right or down by count."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxwarden.clip.fast_draw import MAX_REPEAT_CELLS
+from ctxwarden.clip.terminal import full_screen_lines, render
+
+
+def test_a_repeated_character_is_drawn_as_often_as_asked() -> None:
+    # ncurses writes a run of one character as the character and `CSI n b` where the terminal's description has `rep`
+    rule = render("\x1b[1m─\x1b[39b\x1b[0m\nstatus: ok\n").text.split("\n")
+    assert rule[:2] == ["─" * 40, "status: ok"]  # before: one `─`
+    assert render("[=\x1b[9b>    ] 50%\n").text == "[" + "=" * 10 + ">    ] 50%\n"
+    assert render("中\x1b[2b|\n").text == "中中中|\n"  # a two-cell character repeated takes two cells each time
+    assert render("x\x1b[0by\n").text == "xxy\n"  # a count of 0 is 1, as for every count
+
+
+def test_repeats_past_their_budget_leave_the_line_to_be_stripped_not_drawn_without_end() -> None:
+    asked = "a" + "\x1b[9999b" * (MAX_REPEAT_CELLS // 9999 + 1) + "."
+    rendered = render(asked + "\nnext\n")
+    assert rendered.text == "a.\nnext\n"
+    assert rendered.approximate_lines == 1  # counted as drawn without the emulator
+
+
+def test_a_move_to_a_column_or_right_by_columns_lands_where_it_asks() -> None:
+    # `CSI n \``: pyte maps the column move to `'`, which no terminal sends, and dropped the move
+    assert render("name\x1b[21`size\n").text == "name" + " " * 16 + "size\n"
+    # `CSI n a`: the one-row screen was not widened for it, so the move stopped at its edge (14 cells, not 30)
+    assert render("ab\x1b[30ac\n").text == "ab" + " " * 30 + "c\n"
+    assert render("\x1b[120C\x1b[120Cab\n").text == " " * 240 + "ab\n"  # moves add up: `b` had wrapped to a line
+    # on a screen (the line also moves down), a move past 80 columns stopped at the screen's edge
+    assert render("ab\x1b[200Cc\x1b[Bx\n").text.split("\n")[:2] == ["ab" + " " * 200 + "c", " " * 203 + "x"]
+
+
+def test_a_move_down_by_rows_starts_a_new_row() -> None:
+    # `CSI n e` moves down as `CSI n B` does; it was drawn on one row, `b` right after `a`
+    assert render("a\x1b[2eb\n").text.split("\n")[:3] == ["a", "", " b"]
+
+
+_ATOMS = ["ab", "x ", "\r", "\n", "\x1b[K", "\x1b[A", "\x1b[2e", "\x1b[5`", "\x1b[3a", "\x1b[120C"]
+_ATOMS += ["-\x1b[4b", "中\x1b[2b", "".join(f"plain {index}\n" for index in range(30))]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_ATOMS), max_size=40))
+def test_repeats_and_moves_render_as_the_whole_output_drawn_on_one_screen(atoms: list[str]) -> None:
+    data = "".join(atoms)  # a repeat always right after the character it repeats: what ECMA-48 defines
+    shown = [line.rstrip() for line in render(data).text.split("\n") if line.strip()]
+    assert shown == [line.rstrip() for line in full_screen_lines(data, columns=20_000)]  # moves add up past 1,000
