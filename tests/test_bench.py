@@ -24,6 +24,8 @@ REQUIRED = {
     "recall",
     "long_range_recall",
     "references",
+    "task_recall",
+    "task_references",
     "probe_recall",
     "probes",
     "calls",

@@ -114,6 +114,8 @@ def test_recall_table_shows_cost_under_each_price_model() -> None:
             "recall": 0.9,
             "long_range_recall": 0.8,
             "references": 10,
+            "task_recall": 0.5,
+            "task_references": 4,
             "probe_recall": 1.0,
             "probes": 0,
             "folds": 1,
@@ -129,3 +131,4 @@ def test_recall_table_shows_cost_under_each_price_model() -> None:
         ]
     )
     assert "| 0.800× | 0.900× | 1.100× |" in table
+    assert "| 0.500 (4) |" in table

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxwarden.bench.harness import SeenCall, applied_folds
@@ -118,3 +120,41 @@ def test_a_fold_is_probed_on_the_first_view_that_shows_it_not_where_its_summary_
         [second, AIMessage("c")],  # the same words, a new cut: another fold
     ]
     assert applied_folds([SeenCall(step, view, [], 0.0) for step, view in enumerate(views)]) == [2, 4]
+
+
+TASK_RAW = [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "user", "content": "Fix crash in normalize_header_value.\nSee src/http/values.py here\nKeep tests green."},
+    *[
+        message
+        for step, command in enumerate(["ls", "pwd", "grep -n normalize_header_value src/http/values.py"])
+        for message in (
+            {
+                "role": "assistant",
+                "content": f"Step {step}.",
+                "tool_calls": [
+                    {
+                        "id": f"t{step}",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": f"t{step}", "content": "ok"},
+        )
+    ],
+]
+
+
+def test_task_recall_scores_the_tokens_the_task_showed_first_apart_from_the_references() -> None:
+    session = parse_recording(TASK_RAW, source="task")
+    index = index_session(session)
+    assert index.task_references[3] == ("normalize_header_value", "src/http/values.py")
+    assert index.references[3] == ()  # a task's tokens are never a tool output's references
+    system = SystemMessage("You are a coding agent.")
+    whole = HumanMessage("Fix crash in normalize_header_value.\nSee src/http/values.py here\nKeep tests green.")
+    in_part = HumanMessage("[the task is shown in part]\nFix crash in normalize_header_value.\n…")
+    summarized = HumanMessage("The agent was asked to fix a crash in normalize_header_value of values.py.")
+    counts = [recall_counts(session, [(2, [system, task])]) for task in (whole, in_part, summarized)]
+    assert [(c.task_references, c.task_recalled) for c in counts] == [(2, 2), (2, 1), (2, 0)]
+    assert all(c.references == 0 for c in counts)

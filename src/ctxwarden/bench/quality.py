@@ -50,9 +50,10 @@ def recall_markdown(results: Sequence[dict[str, Any]]) -> str:
     relative = {price.name: relative_costs(results, price.name) for price in PRICE_MODELS}
     prices = " | ".join(f"cost vs {BASELINE} ({p.name}: {p.cached:g} / {p.uncached:g})" for p in PRICE_MODELS)
     head = (
-        f"| strategy | window | reference recall | long-range recall | references | probe recall (probes) "
+        f"| strategy | window | reference recall | long-range recall | references | task recall (references) "
+        "| probe recall (probes) "
         f"| {prices} | folds | over window |\n"
-        "|---|---:|---:|---:|---:|---:|" + "---:|" * len(PRICE_MODELS) + "---:|---:|\n"
+        "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(PRICE_MODELS) + "---:|---:|\n"
     )
     rows = []
     for r in results:
@@ -60,7 +61,8 @@ def recall_markdown(results: Sequence[dict[str, Any]]) -> str:
         shown = " | ".join("" if c is None else f"{c:.3f}×" for c in costs)
         rows.append(
             f"| {r['strategy']} | {r['window']:,} | {r['recall']:.3f} | {r['long_range_recall']:.3f} "
-            f"| {r['references']:,} | {r['probe_recall']:.3f} ({r['probes']:,}) "
+            f"| {r['references']:,} | {r['task_recall']:.3f} ({r['task_references']:,}) "
+            f"| {r['probe_recall']:.3f} ({r['probes']:,}) "
             f"| {shown} | {r['folds']:,} | {r['overflows']:,} |"
         )
     return head + "\n".join(rows) + "\n"

@@ -12,6 +12,11 @@ replayed view against the recorded session itself:
   placeholder's own words, a summary's prose) is left out of the search, so quoting
   lines helps and inventing digests does not. *Long-range* recall counts only
   references whose source output is three or more steps older than the action.
+- **Task recall.** The same, for the tokens an action writes that the task (the first user
+  message) showed first and the session had shown at most twice before: the names and paths
+  of the issue the agent goes on to use. A strategy that shows less of the task, in part or
+  only in a summary, is scored on what that loses; reference recall cannot see it, a task's
+  tokens being the task's, not a tool output's.
 - **Probe recall.** Right after every fold, fixed probes must be in the view verbatim:
   the path of every file written or edited before the fold, the latest user message,
   each line of the user's messages, and the error line of the latest failing command. A task
@@ -47,6 +52,9 @@ RARE = 2
 LONG_RANGE_STEPS = 3
 """A reference is long-range when its source output is at least this many steps before the action."""
 
+TASK_SOURCE = 0
+"""The source step of a token the task showed first: before every step's output."""
+
 
 @dataclass(frozen=True, slots=True)
 class Reference:
@@ -71,6 +79,8 @@ class SessionIndex:
 
     references: dict[int, tuple[Reference, ...]]
     """By action step (1-based: the assistant message produced after `step - 1` steps)."""
+    task_references: dict[int, tuple[str, ...]]
+    """By action step: the tokens it writes that the task showed first (`TASK_SOURCE`)."""
     lines: frozenset[str]
     """Every stripped, non-empty line of every message of the session."""
     recording: Recording
@@ -84,6 +94,8 @@ class RecallCounts:
     recalled: int = 0
     long_range: int = 0
     long_range_recalled: int = 0
+    task_references: int = 0
+    task_recalled: int = 0
     probes: int = 0
     probes_found: int = 0
     missed_probes: list[str] = field(default_factory=list)
@@ -93,6 +105,8 @@ class RecallCounts:
         self.recalled += other.recalled
         self.long_range += other.long_range
         self.long_range_recalled += other.long_range_recalled
+        self.task_references += other.task_references
+        self.task_recalled += other.task_recalled
         self.probes += other.probes
         self.probes_found += other.probes_found
         self.missed_probes.extend(other.missed_probes)
@@ -104,6 +118,10 @@ class RecallCounts:
     @property
     def long_range_recall(self) -> float:
         return self.long_range_recalled / self.long_range if self.long_range else 1.0
+
+    @property
+    def task_recall(self) -> float:
+        return self.task_recalled / self.task_references if self.task_references else 1.0
 
     @property
     def probe_recall(self) -> float:
@@ -123,6 +141,7 @@ def index_session(recording: Recording) -> SessionIndex:
     seen: dict[str, int] = {}  # token -> how many messages contained it so far
     lines: set[str] = set()
     references: dict[int, tuple[Reference, ...]] = {}
+    task_references: dict[int, tuple[str, ...]] = {}
 
     def show(text: str, source: int | None) -> None:
         lines.update(line.strip() for line in text.splitlines() if line.strip())
@@ -133,21 +152,26 @@ def index_session(recording: Recording) -> SessionIndex:
     if recording.system_prompt:
         show(recording.system_prompt, None)
     step = 0
-    for turn in recording.turns:
-        show(message_text(turn.user), None)
+    for number, turn in enumerate(recording.turns):
+        show(message_text(turn.user), TASK_SOURCE if number == 0 else None)
         for action in turn.steps:
             step += 1
             text = message_text(action)
-            found = []
+            found, from_task = [], []
             for token in sorted(set(TOKEN.findall(text))):
                 source = first.get(token)
-                if source is not None and seen.get(token, 0) <= RARE:
+                if source is None or seen.get(token, 0) > RARE:
+                    continue
+                if source == TASK_SOURCE:
+                    from_task.append(token)
+                else:
                     found.append(Reference(token, source))
             references[step] = tuple(found)
+            task_references[step] = tuple(from_task)
             show(text, None)
             for call in action.tool_calls:
                 show(recording.outputs.get(str(call["id"]), ""), step)
-    index = SessionIndex(references, frozenset(lines), recording)
+    index = SessionIndex(references, task_references, frozenset(lines), recording)
     if len(_INDEX) > 256:
         _INDEX.clear()
     _INDEX[id(recording)] = index
@@ -193,9 +217,12 @@ def recall_counts(
         if last_call[step] != position:
             continue
         references = index.references.get(step + 1, ())
-        if not references:
+        from_task = index.task_references.get(step + 1, ())
+        if not references and not from_task:
             continue
         text = verbatim.of(view)
+        out.task_references += len(from_task)
+        out.task_recalled += sum(token in text for token in from_task)
         for reference in references:
             hit = reference.token in text
             out.references += 1

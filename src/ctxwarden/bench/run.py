@@ -81,6 +81,8 @@ class Aggregate:
             "recall": round(recall.recall, 4),
             "long_range_recall": round(recall.long_range_recall, 4),
             "references": recall.references,
+            "task_recall": round(recall.task_recall, 4),
+            "task_references": recall.task_references,
             "probe_recall": round(recall.probe_recall, 4),
             "probes": recall.probes,
             "errors": [f"{Path(r.trajectory).name}: {r.error}" for r in self.runs if r.error],
