@@ -175,6 +175,9 @@ def test_text_lines_are_the_lines_splitlines_gives(pieces: list[str], chunk: int
     assert list(lines) == expected
     assert [lines[i] for i in range(-len(expected), len(expected))] == expected + expected
     assert lines[start:stop] == expected[start:stop]
+    # a run read a chunk at a time ends where a line-by-line read ends
+    end = next((i for i in range(start, len(expected)) if "a" not in expected[i]), max(start, len(expected)))
+    assert lines.run_end(start, lambda line: "a" in line) == end
 
 
 def test_a_preview_never_holds_every_line_of_a_huge_output(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,7 +28,7 @@ import bisect
 import itertools
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import re2  # type: ignore[import-untyped]
@@ -154,9 +154,10 @@ def _select(lines: Sequence[str], max_chars: int, head: int, tail: int) -> set[i
         nonlocal budget
         if index in keep or not 0 <= index < len(lines):
             return True
-        if len(lines[index]) > MAX_LINE_CHARS:
+        size = len(lines[index])
+        if size > MAX_LINE_CHARS:
             return True  # whole or not at all
-        cost = len(lines[index]) + 1
+        cost = size + 1
         if cost > budget:
             return False
         keep.add(index)
@@ -242,9 +243,7 @@ def _signal_groups(lines: Sequence[str], signals: Sequence[int]) -> Iterator[Ite
         if TRACEBACK_START.match(line):  # each of its forms starts the line
             # a start inside the indented run an earlier start scanned ends where that one did: each line is
             # scanned once (an indented "Traceback" on every line of a 40,000-line run took minutes)
-            end = max(end, i + 1)
-            while end < len(lines) and (lines[end].startswith((" ", "\t")) or not lines[end].strip()):
-                end += 1
+            end = run_end(lines, max(end, i + 1), _in_traceback)
             starts.append(i)
             stops.append(min(end + 1, len(lines)))
         elif ERROR.search(line):
@@ -256,6 +255,21 @@ def _signal_groups(lines: Sequence[str], signals: Sequence[int]) -> Iterator[Ite
         yield range(i, stop) if stop - i <= 30 else itertools.chain(range(i, i + 4), range(stop - 26, stop))
     yield from ([i] for i in failing)
     yield from ([i] for i in reversed(errors))  # errors near the end too
+
+
+def _in_traceback(line: str) -> bool:
+    """Whether `line` goes on a traceback: indented, or blank."""
+    return line.startswith((" ", "\t")) or not line.strip()
+
+
+def run_end(lines: Sequence[str], start: int, continues: Callable[[str], bool]) -> int:
+    """The index of the first line of `lines` from `start` that `continues` is false of (`len(lines)` if none)."""
+    if isinstance(lines, TextLines):
+        return lines.run_end(start, continues)
+    end = start
+    while end < len(lines) and continues(lines[end]):
+        end += 1
+    return end
 
 
 def _looks_like_grep(lines: Sequence[str]) -> bool:

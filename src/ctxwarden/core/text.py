@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
 from langchain_core.messages import BaseMessage
@@ -149,6 +149,19 @@ class TextLines(Sequence[str]):
     def __iter__(self) -> Iterator[str]:
         for chunk in range(len(self._starts)):
             yield from self._chunk(chunk)
+
+    def run_end(self, start: int, continues: Callable[[str], bool]) -> int:
+        """The index of the first line from `start` that `continues` is false of (`len(self)` if none, `start` past
+        it), read a chunk at a time: a run of tens of thousands of lines would otherwise be looked up line by line."""
+        index = start
+        while index < self.total:
+            chunk = bisect.bisect_right(self._firsts, index) - 1
+            lines, first = self._chunk(chunk), self._firsts[chunk]
+            for offset in range(index - first, len(lines)):
+                if not continues(lines[offset]):
+                    return first + offset
+            index = first + len(lines)
+        return index
 
     def _chunk(self, chunk: int) -> list[str]:
         lines = self._cached.get(chunk)
