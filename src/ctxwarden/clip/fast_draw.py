@@ -50,7 +50,8 @@ REPEATS = re.compile(r"\x1b\[([0-9]*)b")
 """Repeats of the character drawn last (REP, `CSI n b`), which widen a line by `n` characters."""
 
 MAX_REPEAT_CELLS = 100_000
-"""Characters the repeats (`CSI n b`) of one screen may draw: a line asking for more is drawn without the emulator."""
+"""Characters the repeats (`CSI n b`) of one output may draw, pyte drawing each at a time (about a microsecond): a
+line asking for more than is left is drawn without the emulator."""
 
 _ROW_CONTROL = re.compile(r"(\r|\t|\x08+|\x1b\[[0-9]*[CDGK])")
 """What `fast_row` draws besides text (ASCII digits only, as `_FAST_CONTROL`)."""
@@ -62,11 +63,14 @@ _FAST_CONTROL = re.compile(r"(\r|\n|\t|\x1b\[[0-9]*[AB]|\x1b\[[012]?K)")
 def width_bound(text: str) -> int:
     """Cells `text` can reach from the first column, drawn on one row: two a character, a tab's eight, and two for
     each repeat it asks for (up to `MAX_REPEAT_CELLS`)."""
-    bound = 2 * len(text) + (TAB_WIDTH - 2) * text.count("\t")
-    if "\x1b[" in text and "b" in text:
-        repeats = sum(min(int(n or 1) or 1, PYTE_MAX_PARAMETER) for n in REPEATS.findall(text))
-        bound += 2 * min(repeats, MAX_REPEAT_CELLS)
-    return bound
+    return 2 * len(text) + (TAB_WIDTH - 2) * text.count("\t") + 2 * min(repeat_count(text), MAX_REPEAT_CELLS)
+
+
+def repeat_count(text: str) -> int:
+    """Characters the repeats (`CSI n b`) in `text` ask pyte to draw (a count of 0 or none is 1, as pyte reads it)."""
+    if "\x1b[" not in text or "b" not in text:
+        return 0
+    return sum(min(int(n or 1) or 1, PYTE_MAX_PARAMETER) for n in REPEATS.findall(text))
 
 
 def last_column(data: str) -> int:
@@ -381,6 +385,7 @@ __all__ = [
     "fast_screen",
     "last_column",
     "next_tab_stop",
+    "repeat_count",
     "width_bound",
     "work_limit",
 ]

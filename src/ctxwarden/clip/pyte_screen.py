@@ -155,7 +155,7 @@ class Screen(pyte.Screen):
     def repeat_last(self, *params: int, private: bool = False) -> None:
         """`CSI n b` (REP): the character drawn last, `n` more times, as xterm draws it (ncurses writes it for a run of
         one character, a rule of `─` or a bar of `=`, where the terminal's description has `rep`; pyte ignores it).
-        Past `MAX_REPEAT_CELLS` for the screen the drawing stops, as one past its walking budget does."""
+        Past what is left of `MAX_REPEAT_CELLS` the drawing stops, as one past its walking budget does."""
         if private or not self.last_drawn or len(params) > 1:
             return
         count = min((params or (1,))[0] or 1, PYTE_MAX_PARAMETER)

@@ -54,7 +54,7 @@ from typing import Any
 from pyte import modes
 from pyte.screens import wcwidth
 
-from ctxwarden.clip.fast_draw import NOT_ONE_CELL, fast_row, fast_screen, last_column
+from ctxwarden.clip.fast_draw import MAX_REPEAT_CELLS, NOT_ONE_CELL, fast_row, fast_screen, last_column, repeat_count
 from ctxwarden.clip.pyte_screen import Screen, Stream, row_text
 from ctxwarden.clip.screen_regions import SCREEN_ROWS, VERTICAL, stretches
 
@@ -187,14 +187,17 @@ class _Run:
 
     budget: int = SCREEN_BUDGET_CHARS
     cells: int = PYTE_CELL_BUDGET
+    repeats: int = MAX_REPEAT_CELLS
+    """Characters pyte may still draw for repeats (`CSI n b`) in this output: each is drawn one at a time."""
     screened: int = 0
     approximate: int = 0
     saved: list[Any] = dataclasses.field(default_factory=list)
     """The cursor a screen saved (`ESC 7`, `CSI s`), for a restore in a later one: a terminal keeps it on one screen."""
 
     def pyte_may_draw(self, data: str) -> bool:
-        """Whether pyte may draw `data` within what is left of the budget of characters (then taken from it)."""
-        if len(data) > self.budget or self.cells <= 0:
+        """Whether pyte may draw `data` within what is left of the budgets of characters and repeats (the characters
+        then taken from theirs)."""
+        if len(data) > self.budget or self.cells <= 0 or repeat_count(data) > self.repeats:
             return False
         self.budget -= len(data)
         return True
@@ -347,14 +350,14 @@ def _feed(screen: Screen, data: str, run: _Run | None = None) -> bool:
     parameter written in non-ASCII digits), or when it walks more cells than `run` has left: the caller then strips
     the escape codes instead."""
     if run is not None:
-        screen.walk_left = run.cells
+        screen.walk_left, screen.repeats_left = run.cells, run.repeats
     try:
         Stream(screen).feed(data)
     except Exception:  # pyte's failures are not typed; whatever it was, the output still arrives
         return False
     finally:
         if run is not None:
-            run.cells = screen.walk_left
+            run.cells, run.repeats = screen.walk_left, max(0, screen.repeats_left)
     return True
 
 
