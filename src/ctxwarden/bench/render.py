@@ -102,6 +102,11 @@ def _output(shape: str, size: int) -> ToolMessage:
             f"\x1b[32mPASSED\x1b[0m tests/test_mod_{i % 977}.py::test_case_{i} \x1b[2m[{i % 100}%]\x1b[0m\n"
             for i in range(size // 70)
         )
+    elif shape == "man-page":  # `man` in a pseudo-terminal: bold and underline written by overstriking
+        bold = "".join(f"{c}\b{c}" for c in "OPTIONS")
+        underlined = "".join(f"_\b{c}" for c in "--format")
+        line = f"{bold}\n       {underlined}=<format>\n           Pretty-print the commit logs in a given format.\n"
+        text = line * (size // len(line))
     elif shape == "emoji-spinner":  # one line of spinner frames, each with a variation selector (npm audit's ⚠️)
         text = "".join(f"\r⚠️ {i} vulnerabilities" for i in range(size // 23)) + "\n"
     elif shape == "status-redraws":  # a status line redrawn in place (cursor up, erase) after every 49 lines of log
@@ -172,6 +177,7 @@ ARRIVALS = (
     ("status-redraws", 20_000_000),
     ("coloured-log", 20_000_000),
     ("emoji-spinner", 5_000_000),
+    ("man-page", 5_000_000),
 )
 
 

@@ -61,6 +61,9 @@ from ctxwarden.clip.screen_regions import SCREEN_ROWS, VERTICAL, stretches
 SCREEN_BUDGET_CHARS = 200_000
 """Characters of one output the full screen emulator may draw (about half a second); the rest go line by line."""
 
+JOINED_LINES = 1_024
+"""Lines drawn one at a time that are joined into one string before the next."""
+
 SUB_BLOCK_CHARS = 1 << 20
 """Characters of an output from which codes that change nothing shown are taken out at once."""
 
@@ -80,6 +83,12 @@ _INVISIBLE = re.compile(
 
 _DRAWN = re.compile(r"[\r\x1b\b]")
 """What makes a line need drawing: without any, it shows as it is."""
+
+_OVERSTRUCK = re.compile(f"[^\n{NOT_ONE_CELL.pattern[1:-1]}]\b(?=[^\n{NOT_ONE_CELL.pattern[1:-1]}])")
+"""A one-cell character that the next one overwrites after a backspace: what `man` and `nroff` write for bold
+(`N\\bN`) and underline (`_\\bN`). Drawn, it shows as the character after the backspace alone, wherever it lands
+(no line here reaches a last column, where a terminal's backspace would act otherwise), so it is taken out of a line
+without escapes before drawing, and the line need not be drawn at all."""
 
 _ALTERNATE_SCREEN = re.compile(r"\x1b\[\?(?:1049|1047|47)h.*?\x1b\[\?(?:1049|1047|47)l", re.DOTALL)
 """What a program wrote on the alternate screen, from entering it to leaving it: no terminal shows it afterwards."""
@@ -166,19 +175,27 @@ def _visible(text: str) -> str:
 
 def _each_line(text: str, begin: int, end: int, run: _Run) -> Iterator[str]:
     """The lines of `text[begin:end]`, each as a terminal shows it: a run of lines that need no drawing (no `\\r`,
-    escape or backspace) as one slice of the text, the others one at a time."""
+    escape or backspace) as one slice of the text, the others drawn one at a time and joined `JOINED_LINES` at a
+    time (a list of every line of a man page, each its own string, held four times the page)."""
+    drawn: list[str] = []
     while (found := _DRAWN.search(text, begin, end)) is not None:  # the next line that needs drawing
         newline = text.rfind("\n", begin, found.start())
         starts = begin if newline < 0 else newline + 1
         if starts > begin:
-            yield text[begin : starts - 1]
+            drawn.append(text[begin : starts - 1])
         ends = text.find("\n", found.start(), end)
         ends = end if ends < 0 else ends
-        yield run.line(text[starts:ends])
+        drawn.append(run.line(text[starts:ends]))
+        if len(drawn) >= JOINED_LINES:
+            yield "\n".join(drawn)
+            drawn = []
         begin = ends + 1
         if begin > end:
-            return
-    yield text[begin:end]
+            break
+    else:
+        drawn.append(text[begin:end])
+    if drawn:
+        yield "\n".join(drawn)
 
 
 @dataclass(slots=True)
@@ -206,6 +223,10 @@ class _Run:
         """One line (no `\\n`) that moves the cursor only within itself, as a terminal shows it."""
         if "\r" not in line and "\x1b" not in line and "\b" not in line:
             return line
+        if "\b" in line and "\x1b" not in line:  # an escape's last byte may precede a backspace: not a character
+            line = _OVERSTRUCK.sub("", line)
+            if "\r" not in line and "\b" not in line:
+                return line
         line = _column_one(line).rstrip("\r")  # a last `\r` moves the cursor and draws nothing
         erased = line.rfind(_WHOLE_LINE_ERASE + "\r")  # erased, then `\r`: what came before shows nowhere
         if erased >= 0:
