@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
-from ctxwarden.clip import fast_draw, pyte_screen, terminal
+from ctxwarden.clip import fast_draw, fast_screen, pyte_screen, terminal
 from ctxwarden.clip.recall import lookup_result, make_recall_tool
 from ctxwarden.clip.terminal import full_screen_lines, needs_rendering, render
 from ctxwarden.core.meter import TokenMeter
@@ -221,7 +221,7 @@ _ATOMS += ["\x1b[K", "\x1b[0K", "\x1b[1K", "\x1b[2K"]
 @given(st.lists(st.sampled_from(_ATOMS), max_size=40), st.integers(1, 4), st.integers(1, 8))
 def test_the_fast_screen_draws_what_pyte_draws(atoms: list[str], rows: int, columns: int) -> None:
     data = "".join(atoms)  # what multi-bar displays write: text, returns, line feeds, moves up and down, erases
-    assert fast_draw.fast_screen(data, rows, columns) == terminal._screen(data, rows, columns)
+    assert fast_screen.fast_screen(data, rows, columns) == terminal._screen(data, rows, columns)
 
 
 @settings(max_examples=400, deadline=None)
@@ -231,8 +231,8 @@ def test_the_fast_screen_draws_what_pyte_draws_once_its_rows_are_kept_as_lists(
 ) -> None:
     data = "".join(atoms)  # as above, with every row past two cells kept as a `Row`
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fast_draw, "SHORT_ROW", 2)
-        assert fast_draw.fast_screen(data, rows, columns) == terminal._screen(data, rows, columns)
+        patch.setattr(fast_screen, "SHORT_ROW", 2)
+        assert fast_screen.fast_screen(data, rows, columns) == terminal._screen(data, rows, columns)
 
 
 def test_sequences_pyte_cannot_read_leave_the_output_arriving(tmp_path: Path) -> None:
@@ -404,8 +404,9 @@ def test_a_line_erased_without_returning_is_redrawn_where_the_cursor_stands(monk
             moved.append(super().draw(x, drawn))
             return moved[-1]
 
-    monkeypatch.setattr(fast_draw, "Row", CountedRow)
-    monkeypatch.setattr(fast_draw, "TextRow", CountedTextRow)
+    for module in (fast_draw, fast_screen):
+        monkeypatch.setattr(module, "Row", CountedRow)
+        monkeypatch.setattr(module, "TextRow", CountedTextRow)
     for frame in ("\tX\x1b[2K", "⠋ step\x1b[1K", "X\x1b[2K\x1b[1A", "\x1b[1B\tY\x1b[2K\x1b[1A\x1b[1K"):
         rendered = render(frame * 50_000 + "done")
         assert rendered.text.strip() == "done"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwarden.clip import terminal
+from ctxwarden.clip import fast_screen, terminal
 from ctxwarden.clip.fast_draw import MAX_REPEAT_CELLS
 from ctxwarden.clip.terminal import full_screen_lines, render
 
@@ -93,3 +93,33 @@ def test_overstrikes_render_as_the_whole_output_drawn_on_one_screen(atoms: list[
     data = "".join(atoms)
     shown = [line.rstrip() for line in render(data).text.split("\n") if line.strip()]
     assert shown == [line.rstrip() for line in full_screen_lines(data)]
+
+
+def test_an_apt_status_line_below_its_scrolling_log_renders_exactly_at_any_length() -> None:
+    # apt's fancy progress: the log scrolls in a region above the last row, where each update draws the status
+    out = ["Reading package lists...\n", "\x1b7\x1b[0;23r\x1b8\x1b[1A"]
+    for index in range(3_000):  # 330 KB: past what pyte draws of one output
+        out.append(f"Setting up libfoo{index} (1.2.{index}-1) ...\n")
+        out.append(f"\x1b7\x1b[24;0f\x1b[42m\x1b[30mProgress: [{index // 30:3d}%]\x1b[49m\x1b[39m \x1b8")
+    data = "".join([*out, "\x1b7\x1b[0;24r\x1b8\x1b[1A\x1b[J", "Processing triggers for man-db ...\n"])
+    assert len(data) > terminal.SCREEN_BUDGET_CHARS
+    rendered = render(data)
+    assert rendered.approximate_lines == 0  # before: 3,001, each log line with the status run into it
+    shown = [line.rstrip() for line in rendered.text.split("\n") if line.strip()]
+    assert shown == [line.rstrip() for line in full_screen_lines(data)]
+    assert shown[-1] == "Processing triggers for man-db ..."  # drawn where apt's last move up put it
+    assert not any("Progress" in line for line in shown)  # the status row, erased at the end
+
+
+_REGION = ["ab", "xyz ", "下", "\r", "\n", "\n", "\t", "\x1b[A", "\x1b[2B", "\x1b[K", "\x1b[1K", "\x1b7", "\x1b8"]
+_REGION += ["\x1b[s", "\x1b[u", "\x1b[J", "\x1b[1J", "\x1b[2J", "\x1b[H", "\x1b[2;3H", "\x1b[4;1f", "\x1b[9;99H"]
+_REGION += ["\x1b[2;3r", "\x1b[1;4r", "\x1b[0;3r", "\x1b[r", "\x1b[0r", "\x1b[3r", "\x1b[;2r", "\x1b[4;2r"]
+
+
+@settings(max_examples=1_000, deadline=None)
+@given(st.lists(st.sampled_from(_REGION), max_size=40), st.integers(1, 5), st.integers(1, 8))
+def test_the_fast_screen_draws_regions_positions_and_saved_cursors_as_pyte_does(
+    atoms: list[str], rows: int, columns: int
+) -> None:
+    data = "".join(atoms)
+    assert fast_screen.fast_screen(data, rows, columns) == terminal._screen(data, rows, columns)

@@ -107,6 +107,12 @@ def _output(shape: str, size: int) -> ToolMessage:
         underlined = "".join(f"_\b{c}" for c in "--format")
         line = f"{bold}\n       {underlined}=<format>\n           Pretty-print the commit logs in a given format.\n"
         text = line * (size // len(line))
+    elif shape == "apt-status":  # apt's status row below its log, which scrolls in a region above it
+        status = "\x1b7\x1b[24;0f\x1b[42m\x1b[30mProgress: [{:3d}%]\x1b[49m\x1b[39m \x1b8"
+        updates = "".join(
+            f"Setting up libfoo{i} (1.2.{i}-1) ...\n" + status.format(i % 100) for i in range(size // 110)
+        )
+        text = f"\x1b7\x1b[0;23r\x1b8\x1b[1A{updates}\x1b7\x1b[0;24r\x1b8\x1b[1A\x1b[J"
     elif shape == "emoji-spinner":  # one line of spinner frames, each with a variation selector (npm audit's ⚠️)
         text = "".join(f"\r⚠️ {i} vulnerabilities" for i in range(size // 23)) + "\n"
     elif shape == "status-redraws":  # a status line redrawn in place (cursor up, erase) after every 49 lines of log
@@ -178,6 +184,7 @@ ARRIVALS = (
     ("coloured-log", 20_000_000),
     ("emoji-spinner", 5_000_000),
     ("man-page", 5_000_000),
+    ("apt-status", 5_000_000),
 )
 
 

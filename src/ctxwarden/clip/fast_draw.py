@@ -54,10 +54,7 @@ MAX_REPEAT_CELLS = 100_000
 line asking for more than is left is drawn without the emulator."""
 
 _ROW_CONTROL = re.compile(r"(\r|\t|\x08+|\x1b\[[0-9]*[CDGK])")
-"""What `fast_row` draws besides text (ASCII digits only, as `_FAST_CONTROL`)."""
-
-_FAST_CONTROL = re.compile(r"(\r|\n|\t|\x1b\[[0-9]*[AB]|\x1b\[[012]?K)")
-"""What `fast_screen` draws besides text (ASCII digits only: pyte reads any other as a failure)."""
+"""What `fast_row` draws besides text (ASCII digits only: pyte reads any other as a failure)."""
 
 
 def width_bound(text: str) -> int:
@@ -294,78 +291,12 @@ def fast_row(data: str) -> str | None:
     return row.shown() if left >= 0 else None
 
 
-def fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
-    """What a pyte screen `rows` high and `columns` wide shows of `data`, drawn without pyte.
-
-    For `data` of one- and two-cell characters, `\\r`, `\\n`, tabs, cursor up and down (`CSI n A`, `CSI n B`) and line
-    erases (`CSI 0/1/2 K`), what multi-bar progress displays (tqdm's `position=`) write; `None` for anything else.
-    pyte's own rules, one text run at a time: a run stops at the last column and wraps when the next character comes
-    (a two-cell character drawn in the last column loses its stub; `\\n` also returns to the first column, as pyte's
-    LNM mode makes it), a move stops at the screen's edge, an erase writes blanks, a line scrolled off the top is
-    kept."""
-    parts = _FAST_CONTROL.split(data)
-    buffer: list[TextRow | Row] = [TextRow() for _ in range(rows)]
-    gone: list[str] = []
-    x = y = 0
-    left = work_limit(data)
-    for index, part in enumerate(parts):
-        if left < 0:
-            return None
-        if index % 2 == 0:
-            drawn = cells(part)
-            if drawn is None:
-                return None
-            while drawn:
-                if x == columns:  # the last column was drawn: the next character wraps
-                    x, y = 0, _down(buffer, gone, y)
-                take, drawn = drawn[: columns - x], drawn[columns - x :]
-                if drawn[:1] == STUB:  # a two-cell character in the last column: its stub is not drawn
-                    drawn = drawn[1:]
-                row = buffer[y]
-                left -= row.draw(x, take)
-                if isinstance(row, TextRow) and len(row.text) > SHORT_ROW:
-                    buffer[y] = row.listed()
-                x += len(take)
-        elif part == "\r":
-            x = 0
-        elif part == "\n":
-            x, y = 0, _down(buffer, gone, y)
-        elif part == "\t":
-            x = next_tab_stop(x, columns)
-        else:
-            count, op = int(part[2:-1] or 0), part[-1]
-            if op == "A":
-                y = max(y - (count or 1), 0)
-            elif op == "B":
-                y = min(y + (count or 1), rows - 1)
-            elif count == 0:
-                left -= buffer[y].erase_to_end(x)
-            elif count == 1:
-                left -= buffer[y].erase_to_start(x)
-            else:
-                left -= buffer[y].clear()
-    if left < 0:
-        return None
-    shown = [row.shown() for row in buffer]
-    last = max([y, *(i for i, row in enumerate(shown) if row)])
-    return [*gone, *shown[: last + 1]]
-
-
 def next_tab_stop(x: int, columns: int) -> int:
     """Where a tab from column `x` leads on a screen `columns` wide: pyte's tab stops are every 8 columns, and past the
     last one it stops at the last column (pyte sorts every stop of the screen for each tab: an output-wide line of
     tabs costs it minutes)."""
     stop = (x // TAB_WIDTH + 1) * TAB_WIDTH
     return stop if stop < columns else columns - 1
-
-
-def _down(buffer: list[TextRow | Row], gone: list[str], y: int) -> int:
-    """The row a line feed from row `y` leads to; at the bottom, the screen scrolls and its top row is kept."""
-    if y < len(buffer) - 1:
-        return y + 1
-    gone.append(buffer.pop(0).shown())
-    buffer.append(TextRow())
-    return y
 
 
 __all__ = [
@@ -382,7 +313,6 @@ __all__ = [
     "TextRow",
     "cells",
     "fast_row",
-    "fast_screen",
     "last_column",
     "next_tab_stop",
     "repeat_count",

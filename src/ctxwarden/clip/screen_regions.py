@@ -9,8 +9,11 @@ the text.
 
 from __future__ import annotations
 
+import heapq
 import re
+from array import array
 from bisect import bisect_left
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 SCREEN_ROWS = 24
@@ -49,50 +52,52 @@ class Stretch:
 
 def stretches(text: str) -> list[Stretch]:
     """The stretches of `text` (lines split at `\\n`) to draw on a screen, in order; none overlap or touch."""
-    moved: dict[int, tuple[int, int]] = {}  # line number -> (where it begins, where it ends)
+    vertical, begins, ends = array("q"), array("q"), array("q")  # each line that moves: its number, its bounds
     line, scanned = 0, 0
     for position in _moves(text):
         if position < scanned:  # a later move on a line already found
             continue
         line += text.count("\n", scanned, position)
-        begins = text.rfind("\n", 0, position) + 1
-        ends = text.find("\n", position)
-        ends = len(text) if ends < 0 else ends
-        moved[line] = (begins, ends)
-        scanned = ends
-    if not moved:
+        begins.append(text.rfind("\n", 0, position) + 1)
+        found = text.find("\n", position)
+        ends.append(len(text) if found < 0 else found)
+        vertical.append(line)
+        scanned = ends[-1]
+    if not vertical:
         return []
     total = line + text.count("\n", scanned) + 1
-    vertical = sorted(moved)
-    lines = {index: text[begins:ends] for index, (begins, ends) in moved.items()}
     out: list[Stretch] = []
-    for start, end, rows in _regions(lines, vertical, total):
-        anchor = vertical[bisect_left(vertical, start)]  # the first move in it, at most a screen below its start
-        first = moved[anchor][0]
-        for _ in range(anchor - start):
+    for start, end, rows in _regions(text, vertical, begins, ends, total):
+        anchor = bisect_left(vertical, start)  # the first move in it, at most a screen below its start
+        first = begins[anchor]
+        for _ in range(vertical[anchor] - start):
             first = text.rfind("\n", 0, first - 1) + 1
-        inside = bisect_left(vertical, end) - bisect_left(vertical, start)
-        last = vertical[bisect_left(vertical, end) - 1]  # the last move in it, at most a screen above its end
-        stop = moved[last][1]
-        for _ in range(end - 1 - last):
+        inside = bisect_left(vertical, end) - anchor
+        last = bisect_left(vertical, end) - 1  # the last move in it, at most a screen above its end
+        stop = ends[last]
+        for _ in range(end - 1 - vertical[last]):
             stop = text.find("\n", stop + 1)
             stop = len(text) if stop < 0 else stop
         out.append(Stretch(start, end, rows, first, stop, inside))
     return out
 
 
-def _moves(text: str) -> list[int]:
-    """Where each sequence that moves the cursor between rows begins: a scan for escapes (a search for a single
-    character), and for line and form feeds only when the text holds one."""
-    found = [match.start() for match in _ESCAPE_MOVE.finditer(text)]
+def _moves(text: str) -> Iterator[int]:
+    """Where each sequence that moves the cursor between rows begins, in order: a scan for escapes (a search for a
+    single character), and for line and form feeds only when the text holds one; one at a time (a log whose every line
+    moves held a list of them all)."""
+    escapes = (match.start() for match in _ESCAPE_MOVE.finditer(text))
     if "\x0b" in text or "\x0c" in text:
-        found = sorted([*found, *(match.start() for match in _FEED.finditer(text))])
-    return found
+        return heapq.merge(escapes, (match.start() for match in _FEED.finditer(text)))
+    return escapes
 
 
-def _regions(lines: dict[int, str], vertical: list[int], total: int) -> list[tuple[int, int, int]]:
-    """`(start, end, rows)` of each stretch: the lines that move the cursor between rows (`lines`, by number, of a
-    text of `total` lines) and, either side, the lines such a move can reach; stretches that overlap or touch merge.
+def _regions(
+    text: str, vertical: Sequence[int], begins: Sequence[int], ends: Sequence[int], total: int
+) -> list[tuple[int, int, int]]:
+    """`(start, end, rows)` of each stretch: the lines that move the cursor between rows (numbered `vertical`, each
+    `text[begins[k]:ends[k]]`, of a text of `total` lines) and, either side, the lines such a move can reach;
+    stretches that overlap or touch merge.
 
     A move reaches one screen height either side, except a line that only moves up (`CSI n A`, `CSI n F`: a status
     line or a bar redrawn in place) with no other move's stretch reaching it: the cursor then stands on a new row below
@@ -101,18 +106,20 @@ def _regions(lines: dict[int, str], vertical: list[int], total: int) -> list[tup
     screen reaches such a stretch turns it back into a whole screen's, which the later one's screen then starts from.
     """
     spans: list[tuple[int, int, int]] = []
-    narrow: list[int] = []  # for each span, the line of its move when it reaches only as far as that line moves up
-    for index in vertical:
-        up = _moves_up_only(lines[index])
+    narrow: list[int] = []  # for each span, which move it is when it reaches only as far as that line moves up
+    for k, index in enumerate(vertical):
+        line = text[begins[k] : ends[k]]
+        up = _moves_up_only(line)
         if up is not None and index - up >= (spans[-1][1] if spans else 0):
             spans.append((index - up, min(total, index + up + 1), up + 1))
-            narrow.append(index)
+            narrow.append(k)
             continue
-        span = _screen_span(lines[index], index, total)
+        span = _screen_span(line, index, total)
         for earlier in range(len(spans) - 1, -1, -1):  # earlier narrow stretches this screen reaches: whole screens
             if narrow[earlier] < 0 or span[0] > spans[earlier][1]:
                 break
-            spans[earlier], narrow[earlier] = _screen_span(lines[narrow[earlier]], narrow[earlier], total), -1
+            move = narrow[earlier]
+            spans[earlier], narrow[earlier] = _screen_span(text[begins[move] : ends[move]], vertical[move], total), -1
             span = (min(span[0], spans[earlier][0]), span[1], span[2])
         spans.append(span)
         narrow.append(-1)
@@ -142,11 +149,18 @@ def _moves_up_only(line: str) -> int | None:
     return total if total < SCREEN_ROWS else None
 
 
+_ROWS_ASKED = (
+    re.compile(r"\x1b\[(\d+)[ABEFd]"),
+    re.compile(r"\x1b\[(\d+)(?:;\d*)?[Hfr]"),
+    re.compile(r"\x1b\[\d*;(\d+)r"),
+)
+"""Rows a move goes by or to, and the last row of a scrolling region: each says how high the program took the screen
+to be."""
+
+
 def _rows(line: str) -> int:
     """The screen height a line's own cursor moves say the program assumed (at least `SCREEN_ROWS`)."""
-    asked = [int(n) for n in re.findall(r"\x1b\[(\d+)[ABEFd]", line)]
-    asked += [int(n) for n in re.findall(r"\x1b\[(\d+)(?:;\d*)?[Hfr]", line)]
-    asked += [int(n) for n in re.findall(r"\x1b\[\d*;(\d+)r", line)]
+    asked = [int(n) for pattern in _ROWS_ASKED for n in pattern.findall(line)]
     return min(MAX_SCREEN_ROWS, max([SCREEN_ROWS, *(n + 1 for n in asked)]))
 
 

@@ -26,9 +26,10 @@ one a terminal cannot tell apart:
   height either side, or for a line that only moves up, far from other moves, as many lines as
   it moves: `clip.screen_regions`); lines that scroll off its top are what the terminal's
   scrollback keeps.
-  When they hold only one- and two-cell text, `\\r`, `\\n`, cursor up and down and line erases (what
-  multi-bar progress displays write), `fast_screen` draws them by pyte's rules a text run at a
-  time, exactly and whatever their size; otherwise pyte does.
+  When they hold only one- and two-cell text, `\\r`, `\\n`, cursor up and down, line and screen
+  erases, positions, scrolling regions and a saved cursor (what multi-bar progress displays and
+  apt's status line below its log write), `clip.fast_screen` draws them by pyte's rules a text
+  run at a time, exactly and whatever their size; otherwise pyte does.
 
 What a full-screen program (`less`, `vim`, `htop`, git's pager) draws on the alternate screen is gone once it leaves it
 (`CSI ?1049l`): the terminal shows the main screen again, as it was. pyte has one screen, on which the program's own
@@ -54,7 +55,8 @@ from typing import Any
 from pyte import modes
 from pyte.screens import wcwidth
 
-from ctxwarden.clip.fast_draw import MAX_REPEAT_CELLS, NOT_ONE_CELL, fast_row, fast_screen, last_column, repeat_count
+from ctxwarden.clip.fast_draw import MAX_REPEAT_CELLS, NOT_ONE_CELL, fast_row, last_column, repeat_count
+from ctxwarden.clip.fast_screen import draw as fast_screen
 from ctxwarden.clip.pyte_screen import Screen, Stream, row_text
 from ctxwarden.clip.screen_regions import SCREEN_ROWS, VERTICAL, stretches
 
@@ -269,8 +271,11 @@ class _Run:
         by `fast_screen` when they hold only what it draws, else by pyte within the budget, else line by line."""
         width = max(80, *map(last_column, lines))  # a line never wraps, nor a move right stops short
         data = "\n".join(line if VERTICAL.search(line) else _screen_line(line) for line in lines)
-        shown = fast_screen(data, rows, width + 1)
-        if shown is None and self.pyte_may_draw(data):
+        drawn = fast_screen(data, rows, width + 1, self.saved)
+        shown = None if drawn is None else drawn[0]
+        if drawn is not None:
+            self.saved = drawn[1]
+        elif self.pyte_may_draw(data):
             shown = _screen(data, rows, width + 1, self)
         if shown is None:
             self.approximate += vertical
