@@ -123,3 +123,17 @@ def test_the_fast_screen_draws_regions_positions_and_saved_cursors_as_pyte_does(
 ) -> None:
     data = "".join(atoms)
     assert fast_screen.fast_screen(data, rows, columns) == terminal._screen(data, rows, columns)
+
+
+def test_a_screen_redrawn_by_positions_past_the_emulators_budget_shows_its_last_frame() -> None:
+    # what a monitor writes without the alternate screen: home, clear, then each row placed by `CSI row;1 H`
+    def frame(tick: int) -> str:
+        return "\x1b[H\x1b[2J" + "".join(
+            f"\x1b[{row + 1};1H worker {row}: {tick * row % 97}% busy" for row in range(24)
+        )
+
+    data = "".join(frame(tick) for tick in range(700))  # one line of 700 frames, past what pyte draws of one output
+    assert len(data) > terminal.SCREEN_BUDGET_CHARS
+    rendered = render(data)
+    assert rendered.approximate_lines == 0  # before: stripped, 16,800 rows run together on one line
+    assert rendered.text.split("\n") == [f" worker {row}: {699 * row % 97}% busy" for row in range(24)]
