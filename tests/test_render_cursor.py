@@ -30,6 +30,17 @@ def test_a_restore_far_below_its_save_lands_in_the_saved_column() -> None:
     assert "step 57X" in shown  # before: column 0 of that row, "Xtep 57"
 
 
+def test_a_restore_inside_a_scrolling_region_leaves_the_saved_cursor_as_saved() -> None:
+    data = (
+        "top\x1b7\n\n\n\n\x1b[3;4r\x1b8A\x1b[r\x1b8B\n"  # the first restore lands in the region, the second at the save
+    )
+    expected = ["topB", "   A"]
+    assert [line for line in render(data).text.split("\n") if line] == expected
+    assert (
+        full_screen_lines(data) == expected
+    )  # before: pyte moved the saved cursor into the region, and B landed there
+
+
 def test_scrolling_the_region_moves_its_lines_and_leaves_the_cursor() -> None:
     up = render("a\nb\nc\x1b[2S\n").text.split("\n")
     assert [line for line in up if line] == ["a", "b", "c"]  # a and b scrolled into the scrollback, c to the top

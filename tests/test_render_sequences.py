@@ -114,6 +114,8 @@ def test_an_apt_status_line_below_its_scrolling_log_renders_exactly_at_any_lengt
 _REGION = ["ab", "xyz ", "下", "\r", "\n", "\n", "\t", "\x1b[A", "\x1b[2B", "\x1b[K", "\x1b[1K", "\x1b7", "\x1b8"]
 _REGION += ["\x1b[s", "\x1b[u", "\x1b[J", "\x1b[1J", "\x1b[2J", "\x1b[H", "\x1b[2;3H", "\x1b[4;1f", "\x1b[9;99H"]
 _REGION += ["\x1b[2;3r", "\x1b[1;4r", "\x1b[0;3r", "\x1b[r", "\x1b[0r", "\x1b[3r", "\x1b[;2r", "\x1b[4;2r"]
+_REGION += ["\x1b[C", "\x1b[3C", "\x1b[2a", "\x1b[D", "\x1b[4D", "\x1b[G", "\x1b[3G", "\x1b[9`", "\x1b[E", "\x1b[2F"]
+_REGION += ["\x1b[d", "\x1b[3d", "\x1b[2e", "\x1b[99999C", "\x1b[0D"]
 
 
 @settings(max_examples=1_000, deadline=None)

@@ -19,9 +19,18 @@ from typing import Any
 from pyte import charsets
 from pyte.screens import Cursor, Savepoint
 
-from ctxwarden.clip.fast_draw import SHORT_ROW, STUB, Row, TextRow, cells, next_tab_stop, work_limit
+from ctxwarden.clip.fast_draw import (
+    PYTE_MAX_PARAMETER,
+    SHORT_ROW,
+    STUB,
+    Row,
+    TextRow,
+    cells,
+    next_tab_stop,
+    work_limit,
+)
 
-_CONTROL = re.compile(r"(\r|\n|\t|\x1b[78]|\x1b\[[su]|\x1b\[[0-9]*[ABJK]|\x1b\[(?:[0-9]*;?[0-9]*)[Hfr])")
+_CONTROL = re.compile(r"(\r|\n|\t|\x1b[78]|\x1b\[[su]|\x1b\[[0-9]*[A-GJKade`]|\x1b\[(?:[0-9]*;?[0-9]*)[Hfr])")
 """What `fast_screen` draws besides text (ASCII digits only: pyte reads any other as a failure)."""
 
 
@@ -92,7 +101,7 @@ def draw(data: str, rows: int, columns: int, saved: Sequence[Any]) -> tuple[list
             else:  # the saved cursor stays saved (`pyte_screen.Screen.restore_cursor`)
                 x, y = min(mark[0], columns - 1), min(max(top, mark[1]), bottom)
         else:
-            op, numbers = part[-1], part[2:-1].split(";")
+            op, numbers = part[-1], [str(min(int(n), PYTE_MAX_PARAMETER)) if n else n for n in part[2:-1].split(";")]
             if op in "Hf":
                 line, column = (int(n or 0) for n in [*numbers, "", ""][:2])
                 x, y = min((column or 1) - 1, columns - 1), min((line or 1) - 1, rows - 1)
@@ -107,10 +116,18 @@ def draw(data: str, rows: int, columns: int, saved: Sequence[Any]) -> tuple[list
                     top, bottom, x, y = new_top, new_bottom, 0, 0
             else:
                 count = int(numbers[0] or 0)
-                if op == "A":
-                    y = max(y - (count or 1), top)
-                elif op == "B":
-                    y = min(y + (count or 1), bottom)
+                if op in "AF":  # `F` also returns to the first column
+                    x, y = 0 if op == "F" else x, max(y - (count or 1), top)
+                elif op in "BEe":  # `E` also returns to the first column
+                    x, y = 0 if op == "E" else x, min(y + (count or 1), bottom)
+                elif op in "Ca":
+                    x = min(x + (count or 1), columns - 1)
+                elif op == "D":  # from the last column drawn, pyte counts from the column before the wrap
+                    x = max(min(x, columns - 1) - (count or 1), 0)
+                elif op in "G`":
+                    x = min((count or 1) - 1, columns - 1)
+                elif op == "d":
+                    y = min((count or 1) - 1, rows - 1)
                 elif op == "J":
                     if count not in (0, 1, 2, 3):
                         return None

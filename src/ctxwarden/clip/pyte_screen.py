@@ -118,10 +118,10 @@ class Screen(pyte.Screen):
     def restore_cursor(self) -> None:
         """Back to the saved cursor, which stays saved: a display that saves once and restores before each frame
         (`tput sc`, then `tput rc` per update) draws every frame in the same place, not the second at the top left."""
-        kept = self.savepoints[-1] if self.savepoints else None
-        super().restore_cursor()
+        kept = self.savepoints[-1]._replace(cursor=copy.copy(self.savepoints[-1].cursor)) if self.savepoints else None
+        super().restore_cursor()  # moves the saved cursor object itself into the region: the copy stays as saved
         if kept is not None:
-            self.savepoints[:] = [kept._replace(cursor=copy.copy(kept.cursor))]
+            self.savepoints[:] = [kept]
 
     def save_cursor_csi(self, *params: int, private: bool = False) -> None:
         """`CSI s`, which terminals read as `ESC 7` (pyte ignores it)."""
