@@ -272,9 +272,9 @@ class _Run:
         width = max(80, *map(last_column, lines))  # a line never wraps, nor a move right stops short
         data = "\n".join(line if VERTICAL.search(line) else _screen_line(line) for line in lines)
         drawn = fast_screen(data, rows, width + 1, self.saved)
-        shown = None if drawn is None else drawn[0]
+        shown: list[str] | None = None
         if drawn is not None:
-            self.saved = drawn[1]
+            shown, self.saved = drawn
         elif self.pyte_may_draw(data):
             shown = _screen(data, rows, width + 1, self)
         if shown is None:
