@@ -187,3 +187,28 @@ def test_orphaned_tool_calls_and_results_in_a_resumed_thread(tmp_path: Path) -> 
         assert any(m.content == message.content for m in out["messages"])
     events = TraceStore(tmp_path / "trace.sqlite").events(thread_id="orphans")
     assert {"context_clear", "context_compaction"} & {e.kind for e in events}
+
+
+@pytest.mark.parametrize("final", list("ABCDEFGHJKabdefr`"))
+def test_a_sequence_parameter_of_thousands_of_digits_renders_and_the_raw_stays(tmp_path: Path, final: str) -> None:
+    """Python's `int` refuses a string of more than 4,300 digits: a tool printing `CSI <5,000 digits> A` (a
+    hostile or broken program) failed its call at arrival, and the run ended with a `ValueError`."""
+    printed = f"built 3 targets\n\x1b[{'9' * 5_000}{final}\x1b[{'0' * 4_999}1{final}step \x1b[32mdone\x1b[0m\r\nend\n"
+
+    @tool
+    def make(target: str) -> str:
+        """Run make."""
+        return printed
+
+    calls = AIMessage("", tool_calls=[{"name": "make", "args": {"target": "x"}, "id": "m1"}])
+    agent = create_context_agent(scripted_model([calls, AIMessage("ok")], window=200_000), [make], state_dir=tmp_path)
+    out = agent.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": "digits"}})
+    agent.checkpointer.conn.close()
+    assert out["messages"][-1].content == "ok"
+    message = next(m for m in out["messages"] if isinstance(m, ToolMessage))
+    shown = str(message.content)
+    assert "done" in shown  # drawn where the moves put it
+    assert "end" in shown
+    assert "9999" not in shown  # no code reaches the view
+    backend = FilesystemBackend(root_dir=tmp_path, virtual_mode=True)
+    assert lookup_result(out["messages"], "m1", backend, raw=True) == (printed, None)  # recall(part="raw")

@@ -123,6 +123,15 @@ def test_a_block_scan_finds_every_signal_line_a_line_by_line_scan_finds() -> Non
     assert [lines[i] for i in found] == SIGNAL_LINES  # each pattern's lines, and no passing line
 
 
+def test_signal_lines_after_characters_of_several_bytes_are_found_on_their_own_lines() -> None:
+    # the block is scanned as UTF-8 and each hit placed by the line breaks before it, not by its byte offset
+    wide = [f"ビルド {i}: 成功 — ✓ 𝔬𝔨 café" for i in range(600)]
+    lines = wide[:300] + SIGNAL_LINES[:6] + wide[300:] + ["\ud800 lone surrogate", *SIGNAL_LINES[6:]]
+    found = preview_module.signal_candidates(lines)
+    assert found == [i for i, line in enumerate(lines) if preview_module._ANY_SIGNAL.search(line)]
+    assert [lines[i] for i in found] == SIGNAL_LINES
+
+
 def test_a_huge_output_keeps_its_middle_traceback_and_weighs_a_bounded_share_of_its_lines() -> None:
     traceback = ["Traceback (most recent call last):", '  File "src/core.py", line 88, in run', "ValueError: bad"]
     lines = PASSING * 40  # 200,000 lines

@@ -57,6 +57,18 @@ _ROW_CONTROL = re.compile(r"(\r|\t|\x08+|\x1b\[[0-9]*[CDGK])")
 """What `fast_row` draws besides text (ASCII digits only: pyte reads any other as a failure)."""
 
 
+PARAMETER_DIGITS = 7
+"""Digits of a sequence's parameter that are read: a larger one counts as `10 ** PARAMETER_DIGITS`, past every cap
+here (pyte's is `PYTE_MAX_PARAMETER`)."""
+
+
+def parameter(digits: str) -> int:
+    """A sequence's numeric parameter (`""`, none, is 0), read whatever its length: an output may write thousands of
+    digits, which `int` refuses past 4,300 (and the tool call failed with it)."""
+    digits = digits.lstrip("0")
+    return int(digits or 0) if len(digits) < PARAMETER_DIGITS else 10**PARAMETER_DIGITS
+
+
 def width_bound(text: str) -> int:
     """Cells `text` can reach from the first column, drawn on one row: two a character, a tab's eight, and two for
     each repeat it asks for (up to `MAX_REPEAT_CELLS`)."""
@@ -67,14 +79,24 @@ def repeat_count(text: str) -> int:
     """Characters the repeats (`CSI n b`) in `text` ask pyte to draw (a count of 0 or none is 1, as pyte reads it)."""
     if "\x1b[" not in text or "b" not in text:
         return 0
-    return sum(min(int(n or 1) or 1, PYTE_MAX_PARAMETER) for n in REPEATS.findall(text))
+    return sum(min(parameter(n) or 1, PYTE_MAX_PARAMETER) for n in REPEATS.findall(text))
 
 
 def last_column(data: str) -> int:
     """The last column of the one-row screen `data` is drawn on: wide enough for `width_bound(data)` and all the moves
     right it asks for (up to `MAX_COLUMN_JUMP` in all: moves by columns add up), so a line is never wrapped."""
-    jumps = sum(min(int(n), MAX_COLUMN_JUMP) for n in COLUMN_JUMPS.findall(data))
+    jumps = sum(min(parameter(n), MAX_COLUMN_JUMP) for n in COLUMN_JUMPS.findall(data))
     return width_bound(data) + min(MAX_COLUMN_JUMP, jumps)
+
+
+def widest_column(block: str, lines: list[str]) -> int:
+    """The largest `last_column` of `lines`, the lines of `block`: from their lengths alone when `block` moves right
+    by no column and repeats nothing (a screen region of tens of thousands of lines was read a line at a time)."""
+    if "\x1b[" in block and (COLUMN_JUMPS.search(block) or REPEATS.search(block)):
+        return max(map(last_column, lines))
+    if "\t" in block:
+        return max(2 * len(line) + (TAB_WIDTH - 2) * line.count("\t") for line in lines)
+    return 2 * max(map(len, lines))
 
 
 WORK_PER_CHAR = 32
@@ -273,7 +295,7 @@ def fast_row(data: str) -> str | None:
         elif part[0] == "\b":
             x = max(0, x - len(part))
         else:
-            count, op = min(int(part[2:-1] or 0), PYTE_MAX_PARAMETER), part[-1]
+            count, op = min(parameter(part[2:-1]), PYTE_MAX_PARAMETER), part[-1]
             if op == "C":
                 x = min(x + (count or 1), last)
             elif op == "D":

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from typing import Any
 
 from pyte import charsets
 from pyte.screens import Cursor, Savepoint
 
 from ctxwarden.clip.fast_draw import (
+    NOT_ONE_CELL,
     PYTE_MAX_PARAMETER,
     SHORT_ROW,
     STUB,
@@ -27,11 +29,15 @@ from ctxwarden.clip.fast_draw import (
     TextRow,
     cells,
     next_tab_stop,
+    parameter,
     work_limit,
 )
 
 _CONTROL = re.compile(r"(\r|\n|\t|\x1b[78]|\x1b\[[su]|\x1b\[[0-9]*[A-GJKade`]|\x1b\[(?:[0-9]*;?[0-9]*)[Hfr])")
 """What `fast_screen` draws besides text (ASCII digits only: pyte reads any other as a failure)."""
+
+SPLIT_BLOCK_CHARS = 65_536
+"""Characters of lines split into text runs and controls at a time."""
 
 
 def fast_screen(data: str, rows: int, columns: int) -> list[str] | None:
@@ -69,28 +75,31 @@ def draw(data: str, rows: int, columns: int, saved: Sequence[Any]) -> tuple[list
             gone.append(removed.shown())
         return y
 
-    for part, control in _parts(data):
+    for run, part in _parts(data):
         if left < 0:
             return None
-        if not control:
-            text = cells(part)
+        if run:
+            text = cells(run) if NOT_ONE_CELL.search(run) else run
             if text is None:
                 return None
             while text:
                 if x == columns:  # the last column was drawn: the next character wraps
                     x, y = 0, feed(y)
-                take, text = text[: columns - x], text[columns - x :]
-                if text[:1] == STUB:  # a two-cell character in the last column: its stub is not drawn
-                    text = text[1:]
+                if len(text) <= columns - x:
+                    take, text = text, ""
+                else:
+                    take, text = text[: columns - x], text[columns - x :]
+                    if text[0] == STUB:  # a two-cell character in the last column: its stub is not drawn
+                        text = text[1:]
                 row = buffer[y]
                 left -= row.draw(x, take)
                 if isinstance(row, TextRow) and len(row.text) > SHORT_ROW:
                     buffer[y] = row.listed()
                 x += len(take)
+        if part == "\n":
+            x, y = 0, feed(y)
         elif part == "\r":
             x = 0
-        elif part == "\n":
-            x, y = 0, feed(y)
         elif part == "\t":
             x = next_tab_stop(x, columns)
         elif part in ("\x1b7", "\x1b[s"):
@@ -100,22 +109,22 @@ def draw(data: str, rows: int, columns: int, saved: Sequence[Any]) -> tuple[list
                 x = y = 0
             else:  # the saved cursor stays saved (`pyte_screen.Screen.restore_cursor`)
                 x, y = min(mark[0], columns - 1), min(max(top, mark[1]), bottom)
-        else:
-            op, numbers = part[-1], [str(min(int(n), PYTE_MAX_PARAMETER)) if n else n for n in part[2:-1].split(";")]
+        elif part:
+            op, numbers = _sequence(part)
             if op in "Hf":
-                line, column = (int(n or 0) for n in [*numbers, "", ""][:2])
+                line, column = (*numbers, 0, 0)[:2]
                 x, y = min((column or 1) - 1, columns - 1), min((line or 1) - 1, rows - 1)
             elif op == "r":
-                if len(numbers) == 1 and not int(numbers[0] or 0):  # none, or 0: the whole screen, the cursor stays
+                if len(numbers) == 1 and not numbers[0]:  # none, or 0: the whole screen, the cursor stays
                     top, bottom = 0, rows - 1
                     continue
-                first, last = (int(n or 0) for n in [*numbers, ""][:2])
+                first, last = (*numbers, 0)[:2]
                 new_top = max(0, min(first - 1, rows - 1))
                 new_bottom = bottom if len(numbers) < 2 else max(0, min(last - 1, rows - 1))
                 if new_bottom - new_top >= 1:
                     top, bottom, x, y = new_top, new_bottom, 0, 0
             else:
-                count = int(numbers[0] or 0)
+                count = numbers[0]
                 if op in "AF":  # `F` also returns to the first column
                     x, y = 0 if op == "F" else x, max(y - (count or 1), top)
                 elif op in "BEe":  # `E` also returns to the first column
@@ -150,17 +159,25 @@ def draw(data: str, rows: int, columns: int, saved: Sequence[Any]) -> tuple[list
     return [*gone, *shown[: last + 1]], _savepoints(mark, saved)
 
 
-def _parts(data: str) -> Iterator[tuple[str, bool]]:
-    """The runs of text of `data` and the controls between them, in order, each with whether it is a control, one at a
-    time (a list of them all was four times the size of a screen region of short lines)."""
+def _parts(data: str) -> Iterator[tuple[str, str]]:
+    """Each run of text of `data` (maybe empty) and the control after it (`""` after the last), in order: split a
+    block of lines at a time (a list of them all was four times the size of a screen region of short lines). No
+    control holds a `\\n` but `\\n` itself, so blocks cut after one split as the whole would."""
     start = 0
-    for found in _CONTROL.finditer(data):
-        if found.start() > start:
-            yield data[start : found.start()], False
-        yield found[0], True
-        start = found.end()
-    if start < len(data):
-        yield data[start:], False
+    while start < len(data):
+        end = data.find("\n", start + SPLIT_BLOCK_CHARS) + 1 or len(data)
+        pieces = _CONTROL.split(data[start:end])
+        yield from zip(pieces[:-1:2], pieces[1::2], strict=True)
+        if pieces[-1]:
+            yield pieces[-1], ""
+        start = end
+
+
+@lru_cache(maxsize=1024)
+def _sequence(control: str) -> tuple[str, tuple[int, ...]]:
+    """A control sequence's final character and its parameters as pyte reads them (none given is 0, and at most
+    `PYTE_MAX_PARAMETER`); programs write the same few on every line, so each is read once."""
+    return control[-1], tuple(min(parameter(n), PYTE_MAX_PARAMETER) for n in control[2:-1].split(";"))
 
 
 def _mark(saved: Sequence[Any]) -> tuple[int, int] | None:

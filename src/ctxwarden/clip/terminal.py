@@ -55,7 +55,7 @@ from typing import Any
 from pyte import modes
 from pyte.screens import wcwidth
 
-from ctxwarden.clip.fast_draw import MAX_REPEAT_CELLS, NOT_ONE_CELL, fast_row, last_column, repeat_count
+from ctxwarden.clip.fast_draw import MAX_REPEAT_CELLS, NOT_ONE_CELL, fast_row, last_column, repeat_count, widest_column
 from ctxwarden.clip.fast_screen import draw as fast_screen
 from ctxwarden.clip.pyte_screen import Screen, Stream, row_text
 from ctxwarden.clip.screen_regions import SCREEN_ROWS, VERTICAL, stretches
@@ -150,7 +150,7 @@ def render(text: str) -> Rendered:
     for stretch in stretches(text):
         if stretch.start > 0:
             out.extend(_each_line(text, done, stretch.first - 1, run))
-        out.extend(run.screen(text[stretch.first : stretch.stop].split("\n"), stretch.rows, stretch.moves))
+        out.extend(run.screen(text[stretch.first : stretch.stop], stretch.rows, stretch.moves))
         done = stretch.stop + 1
     if done <= len(text):
         out.extend(_each_line(text, done, len(text), run))
@@ -266,10 +266,12 @@ class _Run:
             return _overlay(stripped.replace("\b", "").split("\r")) if shown is None else shown
         return shown
 
-    def screen(self, lines: list[str], rows: int, vertical: int) -> list[str]:
-        """`lines` drawn on a screen `rows` high: what scrolled off its top, then what it shows at the end; exactly
-        by `fast_screen` when they hold only what it draws, else by pyte within the budget, else line by line."""
-        width = max(80, *map(last_column, lines))  # a line never wraps, nor a move right stops short
+    def screen(self, block: str, rows: int, vertical: int) -> list[str]:
+        """The lines of `block` drawn on a screen `rows` high: what scrolled off its top, then what it shows at the
+        end; exactly by `fast_screen` when they hold only what it draws, else by pyte within the budget, else line by
+        line."""
+        lines = block.split("\n")
+        width = max(80, widest_column(block, lines))  # a line never wraps, nor a move right stops short
         data = "\n".join(line if VERTICAL.search(line) else _screen_line(line) for line in lines)
         drawn = fast_screen(data, rows, width + 1, self.saved)
         shown: list[str] | None = None
