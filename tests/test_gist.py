@@ -12,6 +12,8 @@ import threading
 from typing import Any, cast
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -24,7 +26,7 @@ from ctxwarden.clip.ledger import TokenLedger
 from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.clip.preview import preview
-from ctxwarden.core.gist import ERROR, FAILING_TEST, GAP, SUMMARY, TRACEBACK_START, gist, may_signal
+from ctxwarden.core.gist import ERROR, FAILING_TEST, GAP, SUMMARY, TRACEBACK_START, gist, may_signal, summary_line
 from ctxwarden.core.text import FAILURE, TOKEN, TOKEN_DEFINITION, message_text
 from ctxwarden.demo.run import default_trajectory
 from ctxwarden.replay import scripted_model
@@ -154,6 +156,22 @@ def test_a_line_skipped_by_the_signal_words_matches_no_signal_pattern() -> None:
         "def resolve(graph):",
     ]
     assert not any(may_signal(line) for line in plain)
+
+
+_SUMMARY_PIECES = [
+    *("1", "12 ", "٣", " passed", " FAILED", " error", "s", " skipped", " warnings", " tests", " teſt", " examples"),
+    *(" completed", "=", "== ", " ===", "Ran ", " in ", "OK", "ok (", "FAILED (", "failures=2", "Tests: ", "  ", "x"),
+    *("é", "\t", ":", "(", ")"),
+]
+
+
+@settings(max_examples=2_000, deadline=None)
+@given(st.lists(st.sampled_from(_SUMMARY_PIECES), max_size=12).map("".join))
+@example("2 teſt passed")  # the pattern reads `ſ` as an `s`
+@example("== 3 passed, 1 warning in 0.2s ==")
+def test_a_summary_line_is_what_the_summary_pattern_matches(line: str) -> None:
+    # read in parts, each only where it can match: the same answer as the one pattern, in every case
+    assert summary_line(line) == (SUMMARY.search(line) is not None), line
 
 
 def test_a_gist_is_byte_stable_and_skips_what_the_thread_already_showed() -> None:

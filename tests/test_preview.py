@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwarden.clip import preview
+from ctxwarden.clip import preview, signal_lines
+from ctxwarden.clip.signal_lines import ANY_SIGNAL
 from ctxwarden.core.text import TextLines
 
 preview_module = importlib.import_module("ctxwarden.clip.preview")  # the package exports the function by this name
@@ -74,6 +75,20 @@ def test_grep_output_lists_every_file_with_exact_counts() -> None:
     assert "src/mod_5.py:1:    comment = parse(x)" in shown
 
 
+@pytest.mark.parametrize(
+    "clock", ["10:00:{s:02d}", "2026-11-28 10:00:{s:02d}", "2026-11-28T10:00:{s:02d}Z", "[10:00:{s:02d}]"]
+)
+def test_a_log_whose_lines_start_with_the_time_is_not_read_as_grep_output(clock: str) -> None:
+    # `10:00:01 ERROR ...` reads as path `10`, line `00`: the preview said "90,909 matching lines in 1 files" and
+    # showed two lines of them
+    lines = [f"{clock.format(s=i % 60)} INFO worker-{i % 8}: request {i} served" for i in range(3_000)]
+    lines[1_500] = f"{clock.format(s=0)} ERROR worker-3: database connection refused"
+    shown = preview("\n".join(lines), max_chars=4_000).text
+    assert "matching lines" not in shown
+    assert "database connection refused" in shown  # the error line is kept, as in any log
+    assert shown.startswith(lines[0])
+
+
 def test_the_preview_is_bounded() -> None:
     text = "\n".join(["x" * 5_000] * 50 + [f"error: {i}" for i in range(5_000)])
     shown = preview(text, max_chars=3_000)
@@ -117,8 +132,8 @@ PASSING = [f"tests/unit/test_mod_{i % 97}.py::test_case_{i} PASSED [ {i % 100:>2
 
 def test_a_block_scan_finds_every_signal_line_a_line_by_line_scan_finds() -> None:
     lines = PASSING[:2_500] + SIGNAL_LINES + PASSING[2_500:]
-    found = preview_module.signal_candidates(lines)
-    by_line = [i for i, line in enumerate(lines) if preview_module._ANY_SIGNAL.search(line)]
+    found = signal_lines.signal_lines(lines).lines
+    by_line = [i for i, line in enumerate(lines) if ANY_SIGNAL.search(line)]
     assert found == by_line
     assert [lines[i] for i in found] == SIGNAL_LINES  # each pattern's lines, and no passing line
 
@@ -127,8 +142,8 @@ def test_signal_lines_after_characters_of_several_bytes_are_found_on_their_own_l
     # the block is scanned as UTF-8 and each hit placed by the line breaks before it, not by its byte offset
     wide = [f"ビルド {i}: 成功 — ✓ 𝔬𝔨 café" for i in range(600)]
     lines = wide[:300] + SIGNAL_LINES[:6] + wide[300:] + ["\ud800 lone surrogate", *SIGNAL_LINES[6:]]
-    found = preview_module.signal_candidates(lines)
-    assert found == [i for i, line in enumerate(lines) if preview_module._ANY_SIGNAL.search(line)]
+    found = signal_lines.signal_lines(lines).lines
+    assert found == [i for i, line in enumerate(lines) if ANY_SIGNAL.search(line)]
     assert [lines[i] for i in found] == SIGNAL_LINES
 
 
@@ -139,7 +154,7 @@ def test_a_huge_output_keeps_its_middle_traceback_and_weighs_a_bounded_share_of_
     shown = preview("\n".join(lines), max_chars=4_000).text
     for line in traceback:
         assert line in shown
-    pool = preview_module._detail_pool(len(lines), preview_module.signal_candidates(lines))
+    pool = preview_module._detail_pool(len(lines), signal_lines.signal_lines(lines).lines)
     assert len(pool) <= preview_module.DETAIL_LINES + 5 * len(traceback)
     assert 100_000 in pool
 
@@ -155,10 +170,18 @@ class _Searched:
         self.lengths.append(len(text))
         return self.pattern.search(text)
 
+    def match(self, text: str) -> Any:
+        self.lengths.append(len(text))
+        return self.pattern.match(text)
+
 
 def test_a_line_too_long_to_show_is_never_searched_nor_weighed(monkeypatch: pytest.MonkeyPatch) -> None:
-    searched = _Searched(preview_module._ANY_SIGNAL)
-    monkeypatch.setattr(preview_module, "_ANY_SIGNAL", searched)
+    searched = _Searched(ANY_SIGNAL)
+    for name in ("ERROR", "FAILING_TEST", "TRACEBACK_START", "FAILURE"):  # every pattern a signal line is read with
+        monkeypatch.setattr(signal_lines, name, _Searched(getattr(signal_lines, name)))
+        monkeypatch.setattr(getattr(signal_lines, name), "lengths", searched.lengths)
+    summary = signal_lines.summary_line
+    monkeypatch.setattr(signal_lines, "summary_line", lambda line: searched.lengths.append(len(line)) or summary(line))
     weighed: list[str] = []
     choose = preview_module.choose_lines
     monkeypatch.setattr(preview_module, "choose_lines", lambda lines, *a: weighed.extend(lines) or choose(lines, *a))
@@ -221,7 +244,7 @@ def test_indented_tracebacks_are_scanned_once_each_line_not_once_each_start() ->
     # captured subprocess output indents its tracebacks: every line of an indented run may start one
     lines = _ReadCount(["build log", *["  Traceback (most recent call last):"] * 4_000, "done"])
     _ReadCount.reads = 0
-    groups = [list(group) for group in preview_module._signal_groups(lines, list(range(1, 4_001)))]
+    groups = [list(group) for _first, group in signal_lines.signal_lines(lines).groups()]
     assert _ReadCount.reads < 10 * len(lines)  # each pattern once a line; before: the rest of the run each start, 8M
     assert len(groups) == 4_000
     assert groups[-1] == [1, 2, 3, 4, *range(4_002 - 26, 4_002)]  # the first one, its head and its end, as before

@@ -19,8 +19,10 @@ nothing on plain text and stay linear on huge outputs of any shape. Three tables
   out) as a multiple of the output's UTF-8 size, for a 20 MB single line, a 50 MiB log, 20 MB
   of short lines (about 2.9 million), 20 MB of binary (a tool returning `bytes`: its `repr`,
   2.7 times the bytes, is what arrives), 10 MiB of progress bars, 2 MB of indented tracebacks (captured subprocess
-  output: every line may start one) and 20 MB of a log whose status line is redrawn in place every 50 lines (33,000
-  screen regions).
+  output: every line may start one), 20 MB of a log whose status line is redrawn in place every 50 lines (33,000
+  screen regions), and 5 MB each of other shapes agents meet: `pytest -v` in colour, a man page, apt's status row, a
+  spinner of emoji, a diff of code (every line an assignment), a flood of error lines, `pytest -v` with failures,
+  and lines each redrawn once after `\\r` or after an erase.
 
     python -m ctxwarden.bench.render [--data tests/data/terminal] [--skip-arrival]
 """
@@ -118,6 +120,24 @@ def _output(shape: str, size: int) -> ToolMessage:
     elif shape == "status-redraws":  # a status line redrawn in place (cursor up, erase) after every 49 lines of log
         block = "".join(f"item {j:02d} ok\n" for j in range(49))
         text = "".join(f"{block}\x1b[1A\x1b[2K\rprogress: batch {i}\n" for i in range(size // 600))
+    elif shape == "code-diff":  # `git diff` of code: most lines hold `=`, which test summaries hold too
+        text = "".join(
+            f"@@ -{i},3 +{i},3 @@\n-    total_{i} = compute(x)\n+    total_{i} = compute(x, y)\n"
+            for i in range(size // 70)
+        )
+    elif shape == "error-flood":  # a service log where every line is an error
+        text = "".join(
+            f"10:00:{i % 60:02d} ERROR worker-{i % 8}: request {i} failed: timeout\n" for i in range(size // 55)
+        )
+    elif shape == "pytest-failures":  # `pytest -v` of a suite failing a third of its tests
+        outcomes = ("FAILED", "PASSED", "PASSED")
+        text = "".join(
+            f"tests/test_mod_{i % 977}.py::test_case_{i} {outcomes[i % 3]} [{i % 100:3d}%]\n" for i in range(size // 50)
+        )
+    elif shape == "redrawn-lines":  # each line drawn, then redrawn after `\r` or after an erase (npm, wget)
+        text = "".join(
+            f"fetching pkg_{i}\r\x1b[2K\x1b[1Gfetched pkg_{i} \x1b[32mok\x1b[0m\n" for i in range(size // 45)
+        )
     else:  # progress bars: the recorded tqdm loop, repeated
         raw = (DATA / "tqdm-loop.raw").read_bytes().decode("utf-8")
         text = (raw * (size // len(raw) + 1))[:size]
@@ -185,6 +205,10 @@ ARRIVALS = (
     ("emoji-spinner", 5_000_000),
     ("man-page", 5_000_000),
     ("apt-status", 5_000_000),
+    ("code-diff", 5_000_000),
+    ("error-flood", 5_000_000),
+    ("pytest-failures", 5_000_000),
+    ("redrawn-lines", 5_000_000),
 )
 
 

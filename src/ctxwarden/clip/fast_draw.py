@@ -128,6 +128,30 @@ def cells(text: str) -> str | None:
     return "".join(drawn)
 
 
+def overlay(frames: list[str]) -> str:
+    """Frames of one-cell characters, each from the line's first column: the last, then what each earlier one shows
+    past it."""
+    shown = ""
+    for frame in reversed(frames):
+        if len(frame) > len(shown):
+            shown += frame[len(shown) :]
+    return shown.rstrip()
+
+
+def overlay_frames(line: str) -> str:
+    """`overlay` of the frames of `line` split at `\\r`, read from the last one back (a spinner's million frames are
+    never listed)."""
+    shown = ""
+    end = len(line)
+    while True:
+        start = line.rfind("\r", 0, end) + 1
+        if end - start > len(shown):
+            shown += line[start + len(shown) : end]
+        if start == 0:
+            return shown.rstrip()
+        end = start - 1
+
+
 def _shown(row: str) -> str:
     return row.replace(STUB, "").rstrip()
 

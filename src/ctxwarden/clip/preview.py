@@ -11,84 +11,30 @@ or last line too long to show whole (a binary blob, minified JSON) shows its two
 
 A tool can return tens of megabytes, and weighing each of a million lines in Python takes
 minutes, and a list of a million short lines costs ten times their size: lines are split a
-chunk at a time (`core.text.TextLines`), and only the chunks read. Signal lines are rare, so
-they are found block by block: one RE2 scan of a block (an automaton that reads each character
-once) finds the words every signal line holds (`SIGNAL_WORDS`), and only the lines it finds
-one on are searched with the signal patterns. A line longer than `MAX_LINE_CHARS` is never
-shown, so it is never searched or weighed either: one 20 MB line costs the preview its two
-ends, not a pattern search of 20 MB. Beyond `DETAIL_LINES` lines, the pass that looks for new
-names and numbers weighs only the head, the tail and the lines around the signals, where an
-agent's next step looks too.
+chunk at a time (`core.text.TextLines`), and only the chunks read. Signal lines are found by
+`clip.signal_lines`, which reads only the lines that hold a signal word. A line longer than
+`MAX_LINE_CHARS` is never shown, so it is never searched or weighed either: one 20 MB line costs
+the preview its two ends, not a pattern search of 20 MB. Beyond `DETAIL_LINES` lines, the pass
+that looks for new names and numbers weighs only the head, the tail and the lines around the
+signals, where an agent's next step looks too.
 """
 
 from __future__ import annotations
 
-import array
-import itertools
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import re2  # type: ignore[import-untyped]
-
-from ctxwarden.core.gist import (
-    ERROR,
-    FAILING_TEST,
-    GREP_LINE,
-    SUMMARY,
-    TRACEBACK_START,
-    choose_lines,
-    never_seen,
-    summary_line,
-)
-from ctxwarden.core.text import FAILURE, TextLines
-
-MAX_LINE_CHARS = 1_000
-"""Longer lines are left out of the preview, never cut (the file keeps them whole)."""
+from ctxwarden.clip.signal_lines import MAX_LINE_CHARS, signal_lines
+from ctxwarden.core.gist import GREP_LINE, choose_lines, never_seen
+from ctxwarden.core.text import TextLines
 
 CHARS_PER_TOKEN = 4
 """The preview's budget is in characters; the line chooser's in tokens."""
 
-SCAN_BLOCK_LINES = 512
-"""Lines ruled out together when none of them holds a signal word."""
-
 DETAIL_LINES = 20_000
 """Beyond this many lines, new details are looked for only in the head, the tail and around signal lines."""
-
-_ANY_SIGNAL = re.compile(
-    "|".join(
-        f"(?{'i' if pattern.flags & re.IGNORECASE else ''}:{pattern.pattern})"
-        for pattern in (SUMMARY, TRACEBACK_START, ERROR, FAILING_TEST, FAILURE)
-    )
-)
-"""A line that carries any signal."""
-
-SIGNAL_WORDS = (
-    *(f"\n{digit}" for digit in "0123456789"),
-    *(f"{digit} {word}" for digit in "0123456789" for word in ("test", "example")),
-    *("= ", "\nran ", "\nok", "\ntest:", "\ntests:", "\ne  ", "\ne\t", "traceback", "panic", "fatal", "exit"),
-    *("error", "exception", "failure", "failed", "fail:", "warning", "interrupt", "command not found", "no such file"),
-)
-"""Lower-case strings of which every line that a signal pattern matches holds one (the `\\n` ones at its start):
-a block of lines that holds none of them has no signal line."""
-
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.case_sensitive = False
-_ANY_WORD = re2.compile(
-    "|".join(
-        [
-            r"\n\p{Nd}+ passed",  # the one signal line a digit starts without a signal word: `3 passed`
-            *(re.escape(word).replace("\\\t", "\\t") for word in SIGNAL_WORDS if not word[1:].isdigit()),
-        ]
-    )
-    .replace("\\\n", "\\n")
-    .encode(),
-    options=_RE2_OPTIONS,
-)
-"""Any of `SIGNAL_WORDS`, in any case, a line's first digits only when `passed` follows them: one linear scan of a
-block instead of a scan per word. It reads UTF-8 bytes: on text, RE2's wrapper turns each hit's byte offsets into
-characters in Python, three times the scan when every line holds a hit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +112,7 @@ def _select(lines: Sequence[str], max_chars: int, head: int, tail: int) -> set[i
         budget -= cost
         return True
 
-    signals = signal_candidates(lines)
+    signals = signal_lines(lines)
     # the head and the tail first, but never more than a third of the budget each
     for index in range(min(head, len(lines))):
         if budget < max_chars * 2 // 3 or not take(index):
@@ -174,46 +120,18 @@ def _select(lines: Sequence[str], max_chars: int, head: int, tail: int) -> set[i
     for index in range(len(lines) - 1, max(len(lines) - 1 - tail, -1), -1):
         if budget < max_chars // 3 or not take(index):
             break
-    for group in _signal_groups(lines, signals):
+    for first, group in signals.groups():
+        if budget <= signals.shortest and first not in keep:
+            continue  # a group starts with a signal line, which no longer fits: its take would fail
         for index in group:
             if not take(index):
                 break
     # what budget is left goes to the lines with the most details not shown yet
-    pool = _detail_pool(len(lines), signals)
+    pool = _detail_pool(len(lines), signals.lines)
     rest = [lines[i] if i not in keep and len(lines[i]) <= MAX_LINE_CHARS else "" for i in pool]
     for chosen in choose_lines(rest, budget // CHARS_PER_TOKEN, _chars_as_tokens, never_seen):
         take(pool[chosen])
     return keep
-
-
-def signal_candidates(lines: Sequence[str]) -> list[int]:
-    """Indexes of the lines of at most `MAX_LINE_CHARS` that a signal pattern matches, in order; a block without a
-    signal word is skipped whole."""
-    found: list[int] = []
-    for start in range(0, len(lines), SCAN_BLOCK_LINES):
-        block = [line if len(line) <= MAX_LINE_CHARS else "" for line in lines[start : start + SCAN_BLOCK_LINES]]
-        for offset in _lines_with_signal_words(block):
-            if _ANY_SIGNAL.search(block[offset]):
-                found.append(start + offset)
-    return found
-
-
-def _lines_with_signal_words(block: list[str]) -> list[int]:
-    """Indexes of the lines of `block` that hold a signal word, in order: one RE2 scan of the block's UTF-8, whose
-    hits are placed on their lines by the line breaks before them (no word ends with one); or, for text that has no
-    UTF-8 (lone surrogates), a scan per word of each line."""
-    try:
-        joined = ("\n" + "\n".join(block)).encode()
-    except UnicodeEncodeError:
-        return [i for i, line in enumerate(block) if any(word in f"\n{line}".lower() for word in SIGNAL_WORDS)]
-    found: list[int] = []
-    breaks, scanned = 0, 0
-    for match in _ANY_WORD.finditer(joined):
-        breaks += joined.count(b"\n", scanned, match.end())
-        scanned = match.end()
-        if not found or found[-1] != breaks - 1:
-            found.append(breaks - 1)
-    return found
 
 
 def _detail_pool(total: int, signals: Sequence[int]) -> Sequence[int]:
@@ -231,60 +149,20 @@ def _chars_as_tokens(line: str) -> int:
     return len(line) // CHARS_PER_TOKEN + 1
 
 
-def _signal_groups(lines: Sequence[str], signals: Sequence[int]) -> Iterator[Iterable[int]]:
-    """Indexes worth keeping, most valuable first: summaries, tracebacks, failing tests, errors.
-
-    Each signal line is read once, and a traceback is kept as its first line and its end until its group is taken:
-    in captured output every indented line may start one, and a list of each one's 30 lines was 20 times the output.
-    """
-    summaries: list[int] = []
-    failing: list[int] = []
-    errors: list[int] = []
-    starts, stops = array.array("q"), array.array("q")
-    end = 0
-    for i, line in zip(signals, _each(lines, signals), strict=True):
-        if summary_line(line):
-            summaries.append(i)
-        if TRACEBACK_START.match(line):  # each of its forms starts the line
-            # a start inside the indented run an earlier start scanned ends where that one did: each line is
-            # scanned once (an indented "Traceback" on every line of a 40,000-line run took minutes)
-            end = run_end(lines, max(end, i + 1), _in_traceback)
-            starts.append(i)
-            stops.append(min(end + 1, len(lines)))
-        elif ERROR.search(line):
-            errors.append(i)
-        if FAILING_TEST.search(line):
-            failing.append(i)
-    yield from ([i] for i in summaries)
-    for i, stop in zip(reversed(starts), reversed(stops), strict=True):  # the last traceback usually matters most
-        yield range(i, stop) if stop - i <= 30 else itertools.chain(range(i, i + 4), range(stop - 26, stop))
-    yield from ([i] for i in failing)
-    yield from ([i] for i in reversed(errors))  # errors near the end too
-
-
-def _each(lines: Sequence[str], indexes: Sequence[int]) -> Iterable[str]:
-    """The lines at `indexes` (increasing): a `TextLines` finds each chunk once, not once a line."""
-    return lines.each(indexes) if isinstance(lines, TextLines) else map(lines.__getitem__, indexes)
-
-
-def _in_traceback(line: str) -> bool:
-    """Whether `line` goes on a traceback: indented, or blank."""
-    return line.startswith((" ", "\t")) or not line.strip()
-
-
-def run_end(lines: Sequence[str], start: int, continues: Callable[[str], bool]) -> int:
-    """The index of the first line of `lines` from `start` that `continues` is false of (`len(lines)` if none)."""
-    if isinstance(lines, TextLines):
-        return lines.run_end(start, continues)
-    end = start
-    while end < len(lines) and continues(lines[end]):
-        end += 1
-    return end
-
-
 def _looks_like_grep(lines: Sequence[str]) -> bool:
+    """Whether most of the first lines are `path:line:` matches, their paths names of files: a log whose lines start
+    with the time (`10:00:01 ERROR ...`, `2026-11-28 10:00:01`, `[10:00:01]`) reads as path `10`, line `00`."""
     sample = [line for line in lines[:200] if line.strip()]
-    return len(sample) >= 5 and sum(1 for line in sample if GREP_LINE.match(line)) >= 0.8 * len(sample)
+    return len(sample) >= 5 and sum(1 for line in sample if _grep_path(line)) >= 0.8 * len(sample)
+
+
+_FILE_PATH = re.compile(r"(?![\[(<])(?!\d{4}-\d\d-\d\d[T ]?\d\d?$)[^\s:]*[^\s:\d][^\s:]*")
+"""A path `grep -n` writes: no blank, not all digits, not a date and an hour, not a bracket's start."""
+
+
+def _grep_path(line: str) -> bool:
+    found = GREP_LINE.match(line)
+    return found is not None and _FILE_PATH.fullmatch(found["path"]) is not None
 
 
 def _grep_preview(lines: Sequence[str], total_chars: int, max_chars: int, per_file: int = 2) -> Preview:

@@ -55,7 +55,16 @@ from typing import Any
 from pyte import modes
 from pyte.screens import wcwidth
 
-from ctxwarden.clip.fast_draw import MAX_REPEAT_CELLS, NOT_ONE_CELL, fast_row, last_column, repeat_count, widest_column
+from ctxwarden.clip.fast_draw import (
+    MAX_REPEAT_CELLS,
+    NOT_ONE_CELL,
+    fast_row,
+    last_column,
+    overlay,
+    overlay_frames,
+    repeat_count,
+    widest_column,
+)
 from ctxwarden.clip.fast_screen import draw as fast_screen
 from ctxwarden.clip.pyte_screen import Screen, Stream, row_text
 from ctxwarden.clip.screen_regions import SCREEN_ROWS, VERTICAL, stretches
@@ -103,6 +112,8 @@ _ERASE_LINE_START = re.compile(r"\x1b\[[02]?K")
 
 _WHOLE_LINE_ERASE = "\x1b[2K"
 """An erase of the whole line: followed by `\\r`, it leaves the line as blank as a new one."""
+
+_ERASED_THEN_RETURN = _WHOLE_LINE_ERASE + "\r"
 
 _ANY_ESCAPE = re.compile(
     r"\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x20-\x2f]*[\x30-\x7e]?)"
@@ -230,9 +241,11 @@ class _Run:
             if "\r" not in line and "\b" not in line:
                 return line
         line = _column_one(line).rstrip("\r")  # a last `\r` moves the cursor and draws nothing
-        erased = line.rfind(_WHOLE_LINE_ERASE + "\r")  # erased, then `\r`: what came before shows nowhere
+        erased = line.rfind(_ERASED_THEN_RETURN)  # what came before shows nowhere
         if erased >= 0:
-            line = line[erased + len(_WHOLE_LINE_ERASE) + 1 :]
+            line = line[erased + len(_ERASED_THEN_RETURN) :]
+        if "\x1b" not in line and "\b" not in line and NOT_ONE_CELL.search(line.replace("\r", "")) is None:
+            return overlay_frames(line)  # `\r` and text one cell a character: no frame needs drawing
         kept: list[str] = []
         covered = 0
         end = len(line)
@@ -254,7 +267,7 @@ class _Run:
             end = start - 1
         kept.reverse()
         if all("\x1b" not in f and "\b" not in f and not NOT_ONE_CELL.search(f) for f in kept):
-            return _overlay(kept)
+            return overlay(kept)
         data = "\r".join(kept)
         shown = fast_row(data)
         if shown is None and self.pyte_may_draw(data):
@@ -263,7 +276,7 @@ class _Run:
             self.approximate += 1
             stripped = _ANY_ESCAPE.sub(_backspace_kept, data)
             shown = fast_row(stripped)
-            return _overlay(stripped.replace("\b", "").split("\r")) if shown is None else shown
+            return overlay(stripped.replace("\b", "").split("\r")) if shown is None else shown
         return shown
 
     def screen(self, block: str, rows: int, vertical: int) -> list[str]:
@@ -312,16 +325,6 @@ def _screen_line(line: str) -> str:
             kept.append(frame)
             reach = len(frame)
     return "\r".join(reversed(kept))
-
-
-def _overlay(frames: list[str]) -> str:
-    """Frames of one-cell characters, each from the line's first column: the last, then what each earlier one shows
-    past it."""
-    shown = ""
-    for frame in reversed(frames):
-        if len(frame) > len(shown):
-            shown += frame[len(shown) :]
-    return shown.rstrip()
 
 
 def _text_width(frame: str) -> int | None:

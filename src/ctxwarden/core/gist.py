@@ -45,10 +45,29 @@ SUMMARY = re.compile(
 _DIGIT = re.compile(r"\d")
 
 
+_SUMMARY_START = re.compile(
+    r"\d+ (passed|failed)\b|Ran \d+ tests? in |FAILED \(.*(failures|errors)=\d+|OK( \(|$)|Tests?: +\d+", re.IGNORECASE
+)
+_SUMMARY_RULED = re.compile(
+    r"=+ .*\b\d+ (passed|failed|errors?|skipped|xfailed|xpassed|warnings?)\b.*=+$", re.IGNORECASE
+)
+_SUMMARY_COUNTED = re.compile(r"\b\d+ (tests?|examples?) (passed|failed|completed)", re.IGNORECASE)
+"""`SUMMARY`'s alternatives in three: those at a line's start, read at its start only, and the other two, each read
+only when the line holds what it needs (an unanchored search tries every alternative at every character)."""
+
+
 def summary_line(line: str) -> bool:
     """Whether `SUMMARY` matches `line`, read only when the line holds a digit or starts with `ok`, as every line
-    it matches does: most lines are not summaries, and the pattern costs microseconds a line."""
-    return (_DIGIT.search(line) is not None or line[:2].lower() == "ok") and SUMMARY.search(line) is not None
+    it matches does, and each part only where it can: most lines are not summaries, and the whole pattern costs
+    microseconds a line (a flood of error lines, each with a number, was read at 4 MB/s)."""
+    if _DIGIT.search(line) is None and line[:2].lower() != "ok":
+        return False
+    if _SUMMARY_START.match(line) is not None:
+        return True
+    if "=" in line and _SUMMARY_RULED.search(line) is not None:
+        return True
+    folded = line.casefold()  # as the pattern reads case: `ſ` is an `s`
+    return ("test" in folded or "example" in folded) and _SUMMARY_COUNTED.search(line) is not None
 
 
 TRACEBACK_START = re.compile(r"^\s*Traceback \(most recent call last\):|^panic: |^Exception in thread ")
@@ -129,7 +148,8 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
     # a bounded pool of the lines most valuable at first sight: memory stays small for a huge output
     pool: list[tuple[float, int, list[tuple[str, float]], float, int]] = []
     weight_cache: dict[str, float] = {}
-    spread = _spread(lines)
+    found_in = [TOKEN.findall(line) if len(line) <= MAX_LINE_CHARS else [] for line in lines]  # read once
+    spread = _spread(found_in)
     last = len(lines) - 1
     failure = -1  # the last line that says the output failed: chosen before anything else
     for index, line in enumerate(lines):
@@ -141,7 +161,7 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
             continue
         found = []
         signal = _signal(line, maybe)
-        tokens = _tokens(line, signal)
+        tokens = _tokens(line, signal, found_in[index])
         if tokens is None:
             continue
         # in order of appearance, not a set's: the sums below, and the ties they decide, are the same in every process
@@ -198,25 +218,24 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
     return sorted(chosen)
 
 
-def _tokens(line: str, signal: float) -> list[str] | None:
-    """The distinctive tokens of `line`, or `None` for a numbered line that numbers nothing worth quoting.
+def _tokens(line: str, signal: float, tokens: list[str]) -> list[str] | None:
+    """The distinctive tokens of `line` (`tokens`, in order), or `None` for a numbered line that numbers nothing
+    worth quoting.
 
     A `grep -n`, `cat -n` or `nl` line's number is an address, worth what the line it addresses holds: without a
     token or a signal after it, `753-        \"\"\"` would cost three tokens and bring back nothing."""
-    tokens = TOKEN.findall(line)
     numbered = LINE_NUMBER.match(line)
     if numbered is None or signal > 0 or TOKEN.search(line, numbered.end()):
         return tokens
     return None
 
 
-def _spread(lines: Sequence[str], cap: int = 20_000) -> dict[str, int]:
-    """In how many lines each token appears (a token on every line is one detail, not thousands); bounded."""
+def _spread(found_in: Sequence[list[str]], cap: int = 20_000) -> dict[str, int]:
+    """In how many lines each token appears (`found_in`: each line's tokens; a token on every line is one detail,
+    not thousands); bounded."""
     spread: dict[str, int] = {}
-    for line in lines:
-        if len(line) > MAX_LINE_CHARS:
-            continue
-        for token in set(TOKEN.findall(line)):
+    for tokens in found_in:
+        for token in set(tokens):
             if token in spread:
                 spread[token] += 1
             elif len(spread) < cap:
