@@ -132,7 +132,7 @@ PASSING = [f"tests/unit/test_mod_{i % 97}.py::test_case_{i} PASSED [ {i % 100:>2
 
 def test_a_block_scan_finds_every_signal_line_a_line_by_line_scan_finds() -> None:
     lines = PASSING[:2_500] + SIGNAL_LINES + PASSING[2_500:]
-    found = signal_lines.signal_lines(lines).lines
+    found = list(signal_lines.signal_lines(lines).latest)
     by_line = [i for i, line in enumerate(lines) if ANY_SIGNAL.search(line)]
     assert found == by_line
     assert [lines[i] for i in found] == SIGNAL_LINES  # each pattern's lines, and no passing line
@@ -142,7 +142,7 @@ def test_signal_lines_after_characters_of_several_bytes_are_found_on_their_own_l
     # the block is scanned as UTF-8 and each hit placed by the line breaks before it, not by its byte offset
     wide = [f"ビルド {i}: 成功 — ✓ 𝔬𝔨 café" for i in range(600)]
     lines = wide[:300] + SIGNAL_LINES[:6] + wide[300:] + ["\ud800 lone surrogate", *SIGNAL_LINES[6:]]
-    found = signal_lines.signal_lines(lines).lines
+    found = list(signal_lines.signal_lines(lines).latest)
     assert found == [i for i, line in enumerate(lines) if ANY_SIGNAL.search(line)]
     assert [lines[i] for i in found] == SIGNAL_LINES
 
@@ -154,7 +154,7 @@ def test_a_huge_output_keeps_its_middle_traceback_and_weighs_a_bounded_share_of_
     shown = preview("\n".join(lines), max_chars=4_000).text
     for line in traceback:
         assert line in shown
-    pool = preview_module._detail_pool(len(lines), signal_lines.signal_lines(lines).lines)
+    pool = preview_module._detail_pool(len(lines), list(signal_lines.signal_lines(lines).latest))
     assert len(pool) <= preview_module.DETAIL_LINES + 5 * len(traceback)
     assert 100_000 in pool
 

@@ -42,6 +42,9 @@ NOT_ONE_CELL = re.compile(
 """Characters that do not take exactly one cell (wide, combining, zero-width, tabs, other controls): a frame holding
 none of them covers exactly as many cells as it has characters."""
 
+NOT_ONE_CELL_BUT_RETURN = re.compile(NOT_ONE_CELL.pattern.replace("\x0b-\x1f", "\x0b\x0c\x0e-\x1f", 1))
+"""`NOT_ONE_CELL` but for `\\r`: a line holding none is frames of text, each from the first column."""
+
 COLUMN_JUMPS = re.compile(r"\x1b\[(\d+)[CGa`]")
 """Moves right, to a column or by columns (`CSI n C` and its other name `CSI n a`, `CSI n G` and `CSI n \\``), whose
 sizes widen the one-row screen."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ctxwarden.clip.signal_lines import MAX_LINE_CHARS, signal_lines
@@ -127,20 +127,21 @@ def _select(lines: Sequence[str], max_chars: int, head: int, tail: int) -> set[i
             if not take(index):
                 break
     # what budget is left goes to the lines with the most details not shown yet
-    pool = _detail_pool(len(lines), signals.lines)
+    pool = _detail_pool(len(lines), signals.latest)
     rest = [lines[i] if i not in keep and len(lines[i]) <= MAX_LINE_CHARS else "" for i in pool]
     for chosen in choose_lines(rest, budget // CHARS_PER_TOKEN, _chars_as_tokens, never_seen):
         take(pool[chosen])
     return keep
 
 
-def _detail_pool(total: int, signals: Sequence[int]) -> Sequence[int]:
-    """The lines weighed for new details: all of them, or for a huge output its ends and the signals' neighbours."""
+def _detail_pool(total: int, latest: Iterable[int]) -> Sequence[int]:
+    """The lines weighed for new details: all of them, or for a huge output its ends and the neighbours of the
+    `latest` signal lines."""
     if total <= DETAIL_LINES:
         return range(total)
     quarter = DETAIL_LINES // 4
     pool = set(range(quarter)) | set(range(total - quarter, total))
-    for index in signals[-quarter // 5 :]:  # the latest signals, with two lines either side
+    for index in latest:  # with two lines either side
         pool.update(range(max(0, index - 2), min(total, index + 3)))
     return sorted(pool)
 

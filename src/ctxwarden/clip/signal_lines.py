@@ -13,6 +13,7 @@ from __future__ import annotations
 import array
 import itertools
 import re
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -71,11 +72,16 @@ per word. It reads UTF-8 bytes: on text, RE2's wrapper turns each hit's byte off
 times the scan when every line holds a hit."""
 
 
+LATEST_SIGNALS = 1_000
+"""Signal lines kept in order of their own (`Signals.latest`): a huge output's preview weighs their neighbours."""
+
+
 @dataclass(slots=True)
 class Signals:
     """The signal lines of an output (indexes, in order), by kind."""
 
-    lines: list[int] = field(default_factory=list)
+    latest: deque[int] = field(default_factory=lambda: deque(maxlen=LATEST_SIGNALS))
+    """The last `LATEST_SIGNALS` of them, whatever their kind (a list of all held one int a line of an error flood)."""
     summaries: list[int] = field(default_factory=list)
     failing: list[int] = field(default_factory=list)
     errors: list[int] = field(default_factory=list)
@@ -113,7 +119,7 @@ def signal_lines(lines: Sequence[str]) -> Signals:
                 found.shortest = min(found.shortest, len(line))
             elif FAILURE.search(line) is None:
                 continue
-            found.lines.append(index)
+            found.latest.append(index)
             if summary:
                 found.summaries.append(index)
             if traceback:
@@ -161,4 +167,4 @@ def run_end(lines: Sequence[str], start: int, continues: Callable[[str], bool]) 
     return end
 
 
-__all__ = ["ANY_SIGNAL", "MAX_LINE_CHARS", "SIGNAL_WORDS", "Signals", "run_end", "signal_lines"]
+__all__ = ["ANY_SIGNAL", "LATEST_SIGNALS", "MAX_LINE_CHARS", "SIGNAL_WORDS", "Signals", "run_end", "signal_lines"]

@@ -58,6 +58,7 @@ from pyte.screens import wcwidth
 from ctxwarden.clip.fast_draw import (
     MAX_REPEAT_CELLS,
     NOT_ONE_CELL,
+    NOT_ONE_CELL_BUT_RETURN,
     fast_row,
     last_column,
     overlay,
@@ -244,7 +245,7 @@ class _Run:
         erased = line.rfind(_ERASED_THEN_RETURN)  # what came before shows nowhere
         if erased >= 0:
             line = line[erased + len(_ERASED_THEN_RETURN) :]
-        if "\x1b" not in line and "\b" not in line and NOT_ONE_CELL.search(line.replace("\r", "")) is None:
+        if NOT_ONE_CELL_BUT_RETURN.search(line) is None:
             return overlay_frames(line)  # `\r` and text one cell a character: no frame needs drawing
         kept: list[str] = []
         covered = 0

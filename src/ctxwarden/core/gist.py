@@ -148,8 +148,7 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
     # a bounded pool of the lines most valuable at first sight: memory stays small for a huge output
     pool: list[tuple[float, int, list[tuple[str, float]], float, int]] = []
     weight_cache: dict[str, float] = {}
-    found_in = [TOKEN.findall(line) if len(line) <= MAX_LINE_CHARS else [] for line in lines]  # read once
-    spread = _spread(found_in)
+    spread = _spread(lines)
     last = len(lines) - 1
     failure = -1  # the last line that says the output failed: chosen before anything else
     for index, line in enumerate(lines):
@@ -161,7 +160,7 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
             continue
         found = []
         signal = _signal(line, maybe)
-        tokens = _tokens(line, signal, found_in[index])
+        tokens = _tokens(line, signal)
         if tokens is None:
             continue
         # in order of appearance, not a set's: the sums below, and the ties they decide, are the same in every process
@@ -218,24 +217,25 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
     return sorted(chosen)
 
 
-def _tokens(line: str, signal: float, tokens: list[str]) -> list[str] | None:
-    """The distinctive tokens of `line` (`tokens`, in order), or `None` for a numbered line that numbers nothing
-    worth quoting.
+def _tokens(line: str, signal: float) -> list[str] | None:
+    """The distinctive tokens of `line`, or `None` for a numbered line that numbers nothing worth quoting.
 
     A `grep -n`, `cat -n` or `nl` line's number is an address, worth what the line it addresses holds: without a
     token or a signal after it, `753-        \"\"\"` would cost three tokens and bring back nothing."""
+    tokens = TOKEN.findall(line)
     numbered = LINE_NUMBER.match(line)
     if numbered is None or signal > 0 or TOKEN.search(line, numbered.end()):
         return tokens
     return None
 
 
-def _spread(found_in: Sequence[list[str]], cap: int = 20_000) -> dict[str, int]:
-    """In how many lines each token appears (`found_in`: each line's tokens; a token on every line is one detail,
-    not thousands); bounded."""
+def _spread(lines: Sequence[str], cap: int = 20_000) -> dict[str, int]:
+    """In how many lines each token appears (a token on every line is one detail, not thousands); bounded."""
     spread: dict[str, int] = {}
-    for tokens in found_in:
-        for token in set(tokens):
+    for line in lines:
+        if len(line) > MAX_LINE_CHARS:
+            continue
+        for token in set(TOKEN.findall(line)):
             if token in spread:
                 spread[token] += 1
             elif len(spread) < cap:
