@@ -48,28 +48,27 @@ a block of lines that holds none of them has no signal line."""
 _SPACE = r"[\t\x{0b}\x{0c}\r \x{1c}-\x{1f}\x{85}\p{Z}]"
 """What Python's `\\s` matches in a line (RE2's is ASCII, and takes in `\\n`)."""
 
+_WORDS = "|".join(
+    [
+        r"\n\p{Nd}+ passed",  # the one signal line a digit starts without a signal word: `3 passed`
+        # `=` and `warning` are in every assignment and in most tools' chatter: read with what signal lines hold
+        # beside them (`=== 3 passed ===`; `a.c:3: warning`, `UserWarning`), a diff of code is not read line by line
+        r"= [^\n]*(?:passed|skipped|warning)",
+        rf":{_SPACE}*warning|\Swarning",
+        *(re.escape(word) for word in SIGNAL_WORDS if not word[1:].isdigit() and word not in ("= ", "warning")),
+    ]
+)
+
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.case_sensitive = False
 _ANY_WORD = re2.compile(
-    "|".join(
-        [
-            r"\n\p{Nd}+ passed",  # the one signal line a digit starts without a signal word: `3 passed`
-            # `=` and `warning` are in every assignment and in most tools' chatter: read with what signal lines hold
-            # beside them (`=== 3 passed ===`; `a.c:3: warning`, `UserWarning`), a diff of code is not read line by line
-            r"= [^\n]*(?:passed|skipped|warning)",
-            rf":{_SPACE}*warning|\Swarning",
-            *(re.escape(word) for word in SIGNAL_WORDS if not word[1:].isdigit() and word not in ("= ", "warning")),
-        ]
-    )
-    .replace("\\\n", "\\n")
-    .replace("\\\t", "\\t")
-    .encode(),
-    options=_RE2_OPTIONS,
+    (f"(?:{_WORDS})".replace("\\\n", "\\n").replace("\\\t", "\\t") + r"[^\n]*").encode(), options=_RE2_OPTIONS
 )
-"""What every signal line holds, in any case: one of `SIGNAL_WORDS`, `=` or `warning` only with what a signal line
-holds beside them, a line's first digits only when `passed` follows them. One linear scan of a block instead of a scan
-per word. It reads UTF-8 bytes: on text, RE2's wrapper turns each hit's byte offsets into characters in Python, three
-times the scan when every line holds a hit."""
+"""What every signal line holds, in any case (one of `SIGNAL_WORDS`, `=` or `warning` only with what a signal line
+holds beside them, a line's first digits only when `passed` follows them), and the rest of its line, so that a line
+is found once however many it holds. One linear scan of a block instead of a scan per word. It reads UTF-8 bytes: on
+text, RE2's wrapper turns each hit's byte offsets into characters in Python, three times the scan when every line
+holds a hit."""
 
 
 LATEST_SIGNALS = 1_000
