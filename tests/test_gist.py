@@ -26,8 +26,18 @@ from ctxwarden.clip.ledger import TokenLedger
 from ctxwarden.clip.order import superseded
 from ctxwarden.clip.placeholders import args_placeholder, result_placeholder
 from ctxwarden.clip.preview import preview
-from ctxwarden.core.gist import ERROR, FAILING_TEST, GAP, SUMMARY, TRACEBACK_START, gist, may_signal, summary_line
-from ctxwarden.core.text import FAILURE, TOKEN, TOKEN_DEFINITION, message_text
+from ctxwarden.core.gist import (
+    ERROR,
+    FAILING_TEST,
+    GAP,
+    SUMMARY,
+    TRACEBACK_START,
+    gist,
+    is_error,
+    may_signal,
+    summary_line,
+)
+from ctxwarden.core.text import FAILURE, TOKEN, TOKEN_DEFINITION, error_line, is_failure, message_text
 from ctxwarden.demo.run import default_trajectory
 from ctxwarden.replay import scripted_model
 from ctxwarden.replay.recording import load_recording
@@ -172,6 +182,57 @@ _SUMMARY_PIECES = [
 def test_a_summary_line_is_what_the_summary_pattern_matches(line: str) -> None:
     # read in parts, each only where it can match: the same answer as the one pattern, in every case
     assert summary_line(line) == (SUMMARY.search(line) is not None), line
+
+
+_FAILURE_PIECES = [
+    *(
+        "E",
+        "  ",
+        "\t",
+        " ",
+        "x",
+        "a.c",
+        ":",
+        "12",
+        ":3",
+        " error",
+        "error",
+        "error[E0308]",
+        " warning",
+        "fatal",
+        "Error",
+    ),
+    *("ValueError", "Exception", "SystemExit", "KeyboardInterrupt", "UserWarning", "pkg.mod.", "é", "FAILED", "FAIL:"),
+    *(
+        "ERROR",
+        "ERROR:",
+        " failed",
+        "FAILURE",
+        "Failure",
+        "panic",
+        ": command not found",
+        ": No such file or directory",
+    ),
+    *("\n", "_", "(", "[x]"),
+]
+
+
+@settings(max_examples=3_000, deadline=None)
+@given(st.lists(st.sampled_from(_FAILURE_PIECES), max_size=10).map("".join))
+@example("  ValueError: bad")
+@example("bash: pytes: command not found\n")
+@example("src/a.c:3:5: warning: unused")
+def test_failure_and_error_lines_are_what_their_patterns_match(line: str) -> None:
+    # read in parts, each only where it can match: the same answer as each pattern
+    assert is_failure(line) == (FAILURE.search(line) is not None), line
+    assert is_error(line) == (ERROR.search(line) is not None), line
+
+
+@settings(max_examples=1_000, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_FAILURE_PIECES), max_size=6).map("".join), max_size=12).map("\n".join))
+def test_the_error_line_of_an_output_is_its_last_failure_line(text: str) -> None:
+    last = [line for line in text.splitlines() if FAILURE.search(line)]  # a search a line, as before
+    assert error_line(text) == (last[-1].strip() if last and last[-1].strip() else None), text
 
 
 def test_a_gist_is_byte_stable_and_skips_what_the_thread_already_showed() -> None:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import re2  # type: ignore[import-untyped]
 
-from ctxwarden.core.gist import ERROR, FAILING_TEST, SUMMARY, TRACEBACK_START, summary_line
-from ctxwarden.core.text import FAILURE, TextLines
+from ctxwarden.core.gist import ERROR, FAILING_TEST, SUMMARY, TRACEBACK_START, is_error, summary_line
+from ctxwarden.core.text import FAILURE, TextLines, is_failure
 
 MAX_LINE_CHARS = 1_000
 """Longer lines are left out of a preview, never cut (the file keeps them whole)."""
@@ -112,11 +112,11 @@ def signal_lines(lines: Sequence[str]) -> Signals:
             line, index = block[offset], start + offset
             summary = summary_line(line)
             traceback = TRACEBACK_START.match(line) is not None  # each of its forms starts the line
-            error = not traceback and ERROR.search(line) is not None
+            error = not traceback and is_error(line)
             failing = FAILING_TEST.search(line) is not None
             if summary or traceback or error or failing:
                 found.shortest = min(found.shortest, len(line))
-            elif FAILURE.search(line) is None:
+            elif not is_failure(line):
                 continue
             found.latest.append(index)
             if summary:

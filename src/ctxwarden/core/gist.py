@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ctxwarden.core.policy import ContextPolicy
-from ctxwarden.core.text import FAILURE, TOKEN
+from ctxwarden.core.text import TOKEN, is_failure
 
 SUMMARY = re.compile(
     r"(=+ .*\b\d+ (passed|failed|errors?|skipped|xfailed|xpassed|warnings?)\b.*=+$)"
@@ -76,6 +76,22 @@ ERROR = re.compile(
     r"|^\S+?:\d+(:\d+)?:\s*(error|warning|fatal)\b"
     r"|^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b",
 )
+_ERROR_START = re.compile(
+    r"E\s{2,}|\S+?:\d+(:\d+)?:\s*(error|warning|fatal)\b|\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b"
+)
+_ERROR_WORD = re.compile(r"\b(Error|Exception|FATAL|fatal|error|Failure|FAILURE|failed|FAILED|panic)\b[:\s]")
+_ERROR_WORDS = ("rror", "xception", "FATAL", "fatal", "ailure", "AILURE", "ailed", "AILED", "panic")
+"""`ERROR` in parts: those at a line's start, read there only, and the words anywhere, read only when the line holds
+one (an unanchored search tries every alternative at every character)."""
+
+
+def is_error(line: str) -> bool:
+    """Whether `ERROR` matches `line`, each of its parts read only where it can match."""
+    if _ERROR_START.match(line) is not None:
+        return True
+    return any(map(line.__contains__, _ERROR_WORDS)) and _ERROR_WORD.search(line) is not None
+
+
 FAILING_TEST = re.compile(r"^(FAILED|ERROR)\s+\S+|::\S+\s+(FAILED|ERROR)\b|^(FAIL|ERROR): \w+")
 GREP_LINE = re.compile(r"^(?P<path>[^\s:][^:\n]{0,300}?):(?P<line>\d+)[:-]")
 
@@ -154,7 +170,7 @@ def choose_lines(lines: Sequence[str], budget_tokens: int, counter: Callable[[st
     for index, line in enumerate(lines):
         stripped = line.strip()
         maybe = bool(stripped) and may_signal(line)
-        if maybe and FAILURE.search(line):
+        if maybe and is_failure(line):
             failure = index
         if not stripped or len(line) > MAX_LINE_CHARS:
             continue
@@ -301,7 +317,7 @@ def _signal(line: str, maybe: bool) -> float:
             return 4.0
         if FAILING_TEST.search(line):
             return 3.0
-        if TRACEBACK_START.search(line) or ERROR.search(line):
+        if TRACEBACK_START.search(line) or is_error(line):
             return 3.0
     if DEFINITION.match(line):
         return DEFINES
@@ -346,6 +362,7 @@ __all__ = [
     "gist",
     "gist_budget",
     "gist_of_lines",
+    "is_error",
     "may_signal",
     "never_seen",
     "render",

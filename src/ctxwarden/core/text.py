@@ -32,6 +32,28 @@ FAILURE = re.compile(
 )
 """A line that says something failed: an exception line, pytest's `E`, a compiler's `error:`, a failed test."""
 
+_FAILURE_START = re.compile(
+    r"\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?$|E\s{2,}\S|FAILED\b|FAIL:|ERROR:?\s"
+)
+_FAILURE_WORD = re.compile(r"\b(?:error|fatal)(?:\[\w+\])?:")
+_FAILURE_ENDS = (": command not found", ": No such file or directory")
+"""`FAILURE` in parts: those at a line's start, read there only; the word anywhere; the ends (an unanchored search
+tries every alternative at every character, several microseconds a line)."""
+
+_FAILURE_HINT = re.compile(
+    r"Error|Exception|Exit|Interrupt|Warning|E\s\s|error|fatal|FAIL|ERROR|command not found|No such"
+)
+"""What every line `FAILURE` matches holds: a text holding none has no failure line."""
+
+
+def is_failure(line: str) -> bool:
+    """Whether `FAILURE` matches `line`, each of its parts read only where it can match."""
+    if _FAILURE_START.match(line) is not None:
+        return True
+    if ("error" in line or "fatal" in line) and _FAILURE_WORD.search(line) is not None:
+        return True
+    return line.removesuffix("\n").endswith(_FAILURE_ENDS)  # `$` matches before a last line break too
+
 
 def content_text(content: str | list[Any]) -> str:
     """Text of a message's content; text blocks are joined with newlines, other blocks left out."""
@@ -190,9 +212,11 @@ def error_line(text: str) -> str | None:
     One definition for every layer: a fold's facts quote this line for a failing command, and a
     cleared result's gist keeps it, so the line that says why a command failed stays in view.
     """
+    if _FAILURE_HINT.search(text) is None:  # most outputs: one scan, not a search a line
+        return None
     found = None
     for line in text.splitlines():
-        if FAILURE.search(line):
+        if is_failure(line):
             found = line
     return found.strip() if found is not None and found.strip() else None
 
@@ -233,6 +257,7 @@ __all__ = [
     "decode",
     "encode",
     "error_line",
+    "is_failure",
     "message_text",
     "one_line",
     "printable",
