@@ -127,7 +127,9 @@ def _select(lines: Sequence[str], max_chars: int, head: int, tail: int) -> set[i
             if not take(index):
                 break
     # what budget is left goes to the lines with the most details not shown yet
-    pool = _detail_pool(len(lines), signals.latest)
+    latest = signals.latest
+    del signals  # its lists of every traceback and error line go before the details are weighed
+    pool = _detail_pool(len(lines), latest)
     rest = [lines[i] if i not in keep and len(lines[i]) <= MAX_LINE_CHARS else "" for i in pool]
     for chosen in choose_lines(rest, budget // CHARS_PER_TOKEN, _chars_as_tokens, never_seen):
         take(pool[chosen])
