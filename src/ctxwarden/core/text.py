@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
 from langchain_core.messages import BaseMessage
@@ -171,16 +171,6 @@ class TextLines(Sequence[str]):
     def __iter__(self) -> Iterator[str]:
         for chunk in range(len(self._starts)):
             yield from self._chunk(chunk)
-
-    def each(self, indexes: Iterable[int]) -> Iterator[str]:
-        """The lines at `indexes` (in increasing order), each chunk looked up once rather than for every line."""
-        lines: list[str] = []
-        first = 0
-        for index in indexes:
-            if not first <= index < first + len(lines):
-                chunk = bisect.bisect_right(self._firsts, index) - 1
-                lines, first = self._chunk(chunk), self._firsts[chunk]
-            yield lines[index - first]
 
     def run_end(self, start: int, continues: Callable[[str], bool]) -> int:
         """The index of the first line from `start` that `continues` is false of (`len(self)` if none, `start` past
