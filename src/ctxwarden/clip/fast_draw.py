@@ -56,6 +56,9 @@ MAX_REPEAT_CELLS = 100_000
 """Characters the repeats (`CSI n b`) of one output may draw, pyte drawing each at a time (about a microsecond): a
 line asking for more than is left is drawn without the emulator."""
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""Controls, tabs and backspaces among them: a frame holding one moves the cursor its own way."""
+
 _ROW_CONTROL = re.compile(r"(\r|\t|\x08+|\x1b\[[0-9]*[CDGK])")
 """What `fast_row` draws besides text (ASCII digits only: pyte reads any other as a failure)."""
 
@@ -131,19 +134,9 @@ def cells(text: str) -> str | None:
     return "".join(drawn)
 
 
-def overlay(frames: list[str]) -> str:
-    """Frames of one-cell characters, each from the line's first column: the last, then what each earlier one shows
-    past it."""
-    shown = ""
-    for frame in reversed(frames):
-        if len(frame) > len(shown):
-            shown += frame[len(shown) :]
-    return shown.rstrip()
-
-
 def overlay_frames(line: str) -> str:
-    """`overlay` of the frames of `line` split at `\\r`, read from the last one back (a spinner's million frames are
-    never listed)."""
+    """The frames of `line` (split at `\\r`, each of one-cell characters from the first column): the last, then what
+    each earlier one shows past it, read from the last one back (a spinner's million frames are never listed)."""
     shown = ""
     end = len(line)
     while True:
@@ -153,6 +146,19 @@ def overlay_frames(line: str) -> str:
         if start == 0:
             return shown.rstrip()
         end = start - 1
+
+
+def text_width(frame: str) -> int | None:
+    """The cells a frame of text draws from the first column (two-cell characters count two, zero-width ones none);
+    `None` for one holding an escape, a backspace, a tab or another control, whose reach is the emulator's to find.
+    A frame drawn after `\\r` over cells a later frame draws all of is invisible, whatever its characters."""
+    others = NOT_ONE_CELL.findall(frame)  # the characters that do not take one cell: few, even in a CJK line
+    if not others:
+        return len(frame)
+    if "\x1b" in frame or _CONTROL.search(frame):
+        return None
+    widths = [wcwidth(char) for char in others]
+    return None if -1 in widths else len(frame) - len(others) + sum(widths)
 
 
 def _shown(row: str) -> str:

@@ -53,7 +53,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyte import modes
-from pyte.screens import wcwidth
 
 from ctxwarden.clip.fast_draw import (
     MAX_REPEAT_CELLS,
@@ -61,9 +60,9 @@ from ctxwarden.clip.fast_draw import (
     NOT_ONE_CELL_BUT_RETURN,
     fast_row,
     last_column,
-    overlay,
     overlay_frames,
     repeat_count,
+    text_width,
     widest_column,
 )
 from ctxwarden.clip.fast_screen import draw as fast_screen
@@ -104,9 +103,6 @@ without escapes before drawing, and the line need not be drawn at all."""
 
 _ALTERNATE_SCREEN = re.compile(r"\x1b\[\?(?:1049|1047|47)h.*?\x1b\[\?(?:1049|1047|47)l", re.DOTALL)
 """What a program wrote on the alternate screen, from entering it to leaving it: no terminal shows it afterwards."""
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-"""Controls, tabs and backspaces among them: a frame holding one moves the cursor its own way."""
 
 _ERASE_LINE_START = re.compile(r"\x1b\[[02]?K")
 """An erase of the line right after a carriage return: every frame before it is invisible."""
@@ -253,7 +249,7 @@ class _Run:
         while True:  # the frames from the last, one `\r` back at a time: a spinner's frames are never all listed
             start = line.rfind("\r", 0, end) + 1
             frame = line[start:end]
-            width = _text_width(frame)
+            width = text_width(frame)
             if width is not None:
                 if width > covered:  # shows past what the later frames drew
                     kept.append(frame)
@@ -268,7 +264,7 @@ class _Run:
             end = start - 1
         kept.reverse()
         if all("\x1b" not in f and "\b" not in f and not NOT_ONE_CELL.search(f) for f in kept):
-            return overlay(kept)
+            return overlay_frames("\r".join(kept))
         data = "\r".join(kept)
         shown = fast_row(data)
         if shown is None and self.pyte_may_draw(data):
@@ -277,7 +273,7 @@ class _Run:
             self.approximate += 1
             stripped = _ANY_ESCAPE.sub(_backspace_kept, data)
             shown = fast_row(stripped)
-            return overlay(stripped.replace("\b", "").split("\r")) if shown is None else shown
+            return overlay_frames(stripped.replace("\b", "")) if shown is None else shown
         return shown
 
     def screen(self, block: str, rows: int, vertical: int) -> list[str]:
@@ -326,19 +322,6 @@ def _screen_line(line: str) -> str:
             kept.append(frame)
             reach = len(frame)
     return "\r".join(reversed(kept))
-
-
-def _text_width(frame: str) -> int | None:
-    """The cells a frame of text draws from the first column (two-cell characters count two, zero-width ones none);
-    `None` for one holding an escape, a backspace, a tab or another control, whose reach is the emulator's to find.
-    A frame drawn after `\\r` over cells a later frame draws all of is invisible, whatever its characters."""
-    others = NOT_ONE_CELL.findall(frame)  # the characters that do not take one cell: few, even in a CJK line
-    if not others:
-        return len(frame)
-    if "\x1b" in frame or _CONTROL.search(frame):
-        return None
-    widths = [wcwidth(char) for char in others]
-    return None if -1 in widths else len(frame) - len(others) + sum(widths)
 
 
 def _column_one(line: str) -> str:
