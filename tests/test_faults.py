@@ -292,14 +292,15 @@ def test_a_read_only_trace_costs_the_events_not_the_run() -> None:
 
 # --- the provider -------------------------------------------------------------------
 class RefusesOnce(ScriptedChatModel):
-    """A provider that refuses the first call as too long (its real limit is below the advertised window)."""
+    """A provider that refuses the first call as too long (its real limit is below the advertised window), without
+    naming the limit (a refusal that names one is shaped for it: `test_stated_window.py`)."""
 
     refused: int = 0
 
     async def _agenerate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
         if not self.refused:
             self.refused += 1
-            raise ContextOverflowError("prompt is too long: 5000 tokens > 4096 maximum")
+            raise ContextOverflowError("Your input exceeds the context window of this model.")
         return self._generate(messages, stop, None, **kwargs)
 
 

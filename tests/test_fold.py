@@ -314,19 +314,26 @@ class Overflowing(ScriptedChatModel):
     """A provider that refuses requests over `limit` tokens (counted roughly) with a context-overflow error."""
 
     limit: int = 3_000
+    states_limit: bool = True
+    """Whether the refusal names the limit (Anthropic's does; OpenAI's "exceeds the context window" does not)."""
     _sizes: list[int] = PrivateAttr(default_factory=list)
 
     def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
         size = sum(len(str(m.content)) for m in messages) // 4
         self._sizes.append(size)
-        if size > self.limit:
+        if size > self.limit and self.states_limit:
             raise ContextOverflowError(f"prompt is too long: {size} tokens > {self.limit} maximum")
+        if size > self.limit:
+            raise ContextOverflowError("Your input exceeds the context window of this model.")
         return super()._generate(messages, stop, run_manager, **kwargs)
 
 
 def test_a_provider_overflow_clears_and_folds_once_then_retries(tmp_path: Path) -> None:
     model = Overflowing(
-        messages=iter([*_steps(8), AIMessage("done")]), profile={"max_input_tokens": 100_000}, limit=2_500
+        messages=iter([*_steps(8), AIMessage("done")]),
+        profile={"max_input_tokens": 100_000},
+        limit=2_500,
+        states_limit=False,
     )
     backend = ThreadIsolatedBackend(FilesystemBackend(root_dir=tmp_path, virtual_mode=True))
     middleware = context_middleware(trace=tmp_path / "trace.sqlite", backend=backend, summarizer=DETERMINISTIC)
@@ -346,7 +353,9 @@ def test_a_provider_overflow_clears_and_folds_once_then_retries(tmp_path: Path) 
 
 
 def test_an_overflow_that_survives_the_retry_says_what_was_tried(tmp_path: Path) -> None:
-    model = Overflowing(messages=iter([AIMessage("never")]), profile={"max_input_tokens": 100_000}, limit=10)
+    model = Overflowing(
+        messages=iter([AIMessage("never")]), profile={"max_input_tokens": 100_000}, limit=10, states_limit=False
+    )
     agent = create_agent(model, [fetch], middleware=context_middleware(summarizer=DETERMINISTIC))
     with pytest.raises(ContextStillTooLargeError) as caught:
         agent.invoke({"messages": [HumanMessage("a question " * 200)]})

@@ -108,35 +108,6 @@ class SummarizerTimeoutError(CtxwardenError, TimeoutError):
     """The summarizer model did not answer within `summarizer_timeout` (the fold falls back)."""
 
 
-_OVERFLOW_MARKERS = (
-    "context_length_exceeded",
-    "contextwindowexceedederror",
-    "maximum context length",
-    "exceeds the context window",
-    "exceeds the available context size",
-    "context window exceeded",
-    "context limit exceeded",
-    "input tokens exceed the configured limit",
-    "prompt is too long",
-    "request too large",
-)
-
-
-def is_context_overflow(exc: BaseException) -> bool:
-    """Whether a provider error says the input was larger than the model's window.
-
-    `langchain_core.exceptions.ContextOverflowError`, or a 400/413/422 whose message
-    carries one of the providers' usual wordings.
-    """
-    if isinstance(exc, ContextOverflowError):
-        return True
-    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
-    if status not in {400, 413, 422}:
-        return False
-    text = str(exc).lower()
-    return any(marker in text for marker in _OVERFLOW_MARKERS)
-
-
 __all__ = [
     "BuildArgumentError",
     "CheckpointWriteError",
@@ -157,5 +128,4 @@ __all__ = [
     "UnknownThreadError",
     "WindowTooSmallError",
     "WindowUnknownError",
-    "is_context_overflow",
 ]

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeGuard
 
 from ctxwarden.errors import WindowUnknownError
 
-WindowSource = Literal["override", "profile", "loaded_context"]
+WindowSource = Literal["override", "profile", "loaded_context", "refusal"]
 
 _LOADED_CONTEXT_ATTRS = ("num_ctx", "n_ctx")
 """Attributes under which local chat models keep the context they were loaded with

@@ -34,6 +34,7 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.parts import parts_of
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
 from ctxwarden.core.stamp import last_stamped, stamps
+from ctxwarden.core.stated_window import with_stated
 from ctxwarden.core.task import task_excess
 from ctxwarden.core.window import resolve_window
 from ctxwarden.errors import UnknownThreadError, WindowUnknownError
@@ -75,12 +76,12 @@ def build_report(
     stamp: dict[str, Any] = found[1] if found else {}
     since = messages[found[0] :] if found else messages
     if model is not None:
-        window = resolve_window(model, policy.window)
+        window = with_stated(resolve_window(model, policy.window), values)
         model_label, window_tokens, source = window.model, window.tokens, str(window.source)
     elif found:
         model_label, window_tokens = str(stamp.get("model")), int(stamp["window"])
         source = str(stamp.get("window_source", "profile"))
-        if policy.window is not None:
+        if policy.window is not None and source != "refusal":  # a refusal stated a smaller one than the policy's
             window_tokens, source = policy.window, "override"
     elif policy.window is not None:
         model_label, window_tokens, source = "unknown", policy.window, "override"

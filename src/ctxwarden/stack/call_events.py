@@ -20,8 +20,8 @@ from langgraph.types import Command
 
 from ctxwarden.core.layers import CallBudget, PendingEvent
 from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.refusal import is_context_overflow, stated_limit
 from ctxwarden.core.stamp import RECENT, last_stamped
-from ctxwarden.errors import is_context_overflow
 
 
 def asks_for_tools(result: Any) -> bool:
@@ -69,6 +69,7 @@ def failed_call_events(exc: Exception, budget: CallBudget) -> list[PendingEvent]
         "input_tokens": budget.used,
         "window": budget.window.tokens,
         "error": f"{type(exc).__name__}: {exc}"[:500],
+        "stated_window": stated_limit(exc),  # the limit the refusal names, if it names one (`core.stated_window`)
     }
     return [("context_overflow", payload, budget.window.model)]
 

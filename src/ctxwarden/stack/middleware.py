@@ -43,14 +43,14 @@ from ctxwarden.clip.recall import make_recall_tool
 from ctxwarden.core.foreground import FOREGROUND
 from ctxwarden.core.gauge_note import GaugeNote
 from ctxwarden.core.identity import Identities, as_received
-from ctxwarden.core.layers import CallBudget, ContextLayer, LayerEdit
+from ctxwarden.core.layers import CallBudget, ContextLayer
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
+from ctxwarden.core.refusal import is_context_overflow
 from ctxwarden.core.runtime import agent_tool, check_thread_id
 from ctxwarden.core.stamp import METADATA_KEY
-from ctxwarden.core.stream import emit_layer_events
-from ctxwarden.core.window import resolve_window
-from ctxwarden.errors import is_context_overflow
+from ctxwarden.core.stated_window import with_stated
+from ctxwarden.core.window import Window, resolve_window
 from ctxwarden.fold.tool import make_compact_tool
 from ctxwarden.stack.call_events import (
     asks_for_tools,
@@ -62,8 +62,9 @@ from ctxwarden.stack.call_events import (
 )
 from ctxwarden.stack.originals_guard import refused_change
 from ctxwarden.stack.pick import ModelPicker
-from ctxwarden.stack.refusals import refused_ahead, still_too_large, with_room
+from ctxwarden.stack.refusals import Refusals, Retry, forced, refused_ahead, with_room
 from ctxwarden.stack.search_scope import ThreadScope
+from ctxwarden.stack.shaped import ShapedCall
 from ctxwarden.stack.tool_copies import ToolInstances
 from ctxwarden.stack.tool_names import refuse_reserved
 from ctxwarden.thread.history import history_start
@@ -116,13 +117,18 @@ class ContextWindowMiddleware(AgentMiddleware):
         like: CallBudget | None = None,
         before: ModelRequest[Any] | None = None,
         message_tokens: int | None = None,
+        window: Window | None = None,
     ) -> CallBudget:
-        """Measure `request` against the window of `request.model` (the window of `like`, measured for the same
-        model earlier in this call, is not resolved again). When `like` was measured on `before` and only the system
+        """Measure `request` against `window`, else the window of `request.model` (or the smaller one a provider
+        stated refusing a call of the thread, `core.stated_window`); the window of `like`, measured for the same
+        model earlier in this call, is not resolved again. When `like` was measured on `before` and only the system
         message changed since, as the admitted sections change it, the messages and tools are not measured again;
         when only the messages changed and the layer that changed them measured them (`message_tokens`), nor is
         anything else."""
-        window = like.window if like is not None else resolve_window(request.model, self.policy.window)
+        if like is not None:
+            window = like.window
+        elif window is None:
+            window = with_stated(resolve_window(request.model, self.policy.window), request.state)
         if like is not None and before is not None and request.tools is before.tools:
             if request.messages is before.messages:
                 system = self.meter.system_tokens(request.system_message)
@@ -161,26 +167,28 @@ class ContextWindowMiddleware(AgentMiddleware):
                 changes["state"] = {**state, "messages": thread}
         return request.override(**changes) if changes else request
 
-    def _begun(self, request: ModelRequest[Any], force: bool) -> tuple[_Shaped, Callable[..., CallBudget]]:
+    def _begun(self, request: ModelRequest[Any], retry: Retry | None) -> tuple[ShapedCall, Callable[..., CallBudget]]:
         """The call picked and measured before any layer, and how each layer's edit is measured again."""
         started = history_start(request.state)  # before any event: the report counts from here
         request = self._picked(request)
-        shaped = _Shaped(request, with_room(self.budget(request, force=force)), self.note.carried(request))
+        force, window = (retry.force, retry.window) if retry is not None else (False, None)
+        budget = with_room(self.budget(request, force=force, window=window))
+        shaped = ShapedCall(request, budget, self.note.carried(request))
         shaped.state.update(started)
         return shaped, functools.partial(self.budget, force=force)
 
-    def _shape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
+    def _shape(self, request: ModelRequest[Any], retry: Retry | None = None) -> ShapedCall:
         with FOREGROUND.call():  # the stack's background work waits meanwhile (`core.foreground`)
-            shaped, measure = self._begun(request, force)
+            shaped, measure = self._begun(request, retry)
             for layer in (*self.layers, self.note):
                 shaped.take(layer, layer.shape(shaped.request, shaped.budget), measure, last=layer is self.note)
             if not refused_ahead(shaped.budget):  # else the forced round's events stand for the call
                 self.recorder.record_all(shaped.events)  # lifecycle events are written in the call, in the gate too
             return shaped
 
-    async def _ashape(self, request: ModelRequest[Any], *, force: bool = False) -> _Shaped:
+    async def _ashape(self, request: ModelRequest[Any], retry: Retry | None = None) -> ShapedCall:
         with FOREGROUND.call():
-            shaped, measure = self._begun(request, force)
+            shaped, measure = self._begun(request, retry)
             for layer in (*self.layers, self.note):
                 shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), measure, last=layer is self.note)
             if not refused_ahead(shaped.budget):
@@ -202,10 +210,10 @@ class ContextWindowMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         check_thread_id()
-        shaped, first = self._shape(request), None
+        shaped, first, refusals = self._shape(request), None, Refusals(request.state, self.meter)
         self.recorder.record_later(before_call_events(shaped.request, shaped.budget))
         if refused_ahead(shaped.budget):  # one round of forced clearing and folding before it is sent
-            first, shaped = shaped, self._shape(request, force=True)
+            first, shaped = shaped, self._shape(request, forced(shaped.budget))
         while True:
             try:
                 response = handler(shaped.request)
@@ -214,11 +222,11 @@ class ContextWindowMiddleware(AgentMiddleware):
                 self.recorder.record_all(failed_call_events(exc, shaped.budget))
                 if not is_context_overflow(exc):
                     raise
-                if first is not None:
-                    raise still_too_large(
-                        first.budget, shaped.budget, shaped.applied, exc, shaped.request.messages, self.meter
-                    ) from exc
-                first, shaped = shaped, self._shape(request, force=True)  # one round of forced clearing and folding
+                retry = refusals.retry(exc, shaped, first)  # raises when nothing is left to try
+                first, shaped = first or shaped, self._shape(request, retry)
+                if refused_ahead(shaped.budget):
+                    shaped = self._shape(request, forced(shaped.budget))
+                refusals.keep(shaped)
         with FOREGROUND.call():  # the trace written in the call too: background work waits for it
             self._answer(shaped)
             result, events = self._finish(response, shaped)
@@ -243,10 +251,10 @@ class ContextWindowMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         check_thread_id()
-        shaped, first = await self._ashape(request), None
+        shaped, first, refusals = await self._ashape(request), None, Refusals(request.state, self.meter)
         self.recorder.record_later(before_call_events(shaped.request, shaped.budget))
         if refused_ahead(shaped.budget):
-            first, shaped = shaped, await self._ashape(request, force=True)
+            first, shaped = shaped, await self._ashape(request, forced(shaped.budget))
         while True:
             try:
                 response = await handler(shaped.request)
@@ -255,11 +263,11 @@ class ContextWindowMiddleware(AgentMiddleware):
                 await self.recorder.arecord_all(failed_call_events(exc, shaped.budget))
                 if not is_context_overflow(exc):
                     raise
-                if first is not None:
-                    raise still_too_large(
-                        first.budget, shaped.budget, shaped.applied, exc, shaped.request.messages, self.meter
-                    ) from exc
-                first, shaped = shaped, await self._ashape(request, force=True)
+                retry = refusals.retry(exc, shaped, first)
+                first, shaped = first or shaped, await self._ashape(request, retry)
+                if refused_ahead(shaped.budget):
+                    shaped = await self._ashape(request, forced(shaped.budget))
+                refusals.keep(shaped)
         with FOREGROUND.call():
             self._answer(shaped)
             result, events = self._finish(response, shaped)
@@ -270,12 +278,12 @@ class ContextWindowMiddleware(AgentMiddleware):
                 await self.recorder.arecord_all(events)
         return cast("ModelResponse[Any]", result)
 
-    def _answer(self, shaped: _Shaped) -> None:
+    def _answer(self, shaped: ShapedCall) -> None:
         """Tell the layers that take it (`answered`) that the call was answered; what they return joins its state."""
         for hook in self._answered:
             shaped.state.update(hook(shaped.request) or {})
 
-    def _finish(self, response: Any, shaped: _Shaped) -> tuple[Any, list[PendingEvent]]:
+    def _finish(self, response: Any, shaped: ShapedCall) -> tuple[Any, list[PendingEvent]]:
         """Stamp the reply, build its usage event, and attach the layers' private state as a state update."""
         result, events = self._record(response, shaped)
         if not shaped.state:
@@ -289,7 +297,7 @@ class ContextWindowMiddleware(AgentMiddleware):
             result = ModelResponse(result=[result])
         return ExtendedModelResponse(model_response=result, command=Command(update=dict(shaped.state))), events
 
-    def _record(self, response: Any, shaped: _Shaped) -> tuple[Any, list[PendingEvent]]:
+    def _record(self, response: Any, shaped: ShapedCall) -> tuple[Any, list[PendingEvent]]:
         """Calibrate the meter, stamp the budget on the response's AI message, and build its usage event."""
         if isinstance(response, ExtendedModelResponse):
             response.model_response, inner = self._record(response.model_response, shaped)
@@ -306,7 +314,7 @@ class ContextWindowMiddleware(AgentMiddleware):
                 break
         return ModelResponse(result=messages, structured_response=response.structured_response), events
 
-    def _stamp(self, message: AIMessage, shaped: _Shaped) -> AIMessage:
+    def _stamp(self, message: AIMessage, shaped: ShapedCall) -> AIMessage:
         budget = shaped.budget
         reported = message.usage_metadata["input_tokens"] if message.usage_metadata else 0
         if reported:
@@ -368,38 +376,6 @@ class ContextWindowMiddleware(AgentMiddleware):
             return result
         messages = [self.meter.carry(m) if isinstance(m, ToolMessage) else m for m in update["messages"]]
         return dataclasses.replace(result, update={**update, "messages": messages})
-
-
-class _Shaped:
-    """One call as the layers leave it: request, budget, the layers that edited it, state and events."""
-
-    __slots__ = ("applied", "budget", "events", "request", "stamp", "state")
-
-    def __init__(self, request: ModelRequest[Any], budget: CallBudget, notes: int = 0) -> None:
-        self.request, self.budget = request, budget.carrying(notes)
-        self.applied: list[str] = []
-        self.state: dict[str, Any] = {}
-        self.events: list[PendingEvent] = []
-        self.stamp: dict[str, Any] = {}
-
-    def take(
-        self, layer: ContextLayer, edit: LayerEdit | None, measure: Callable[..., CallBudget], *, last: bool = False
-    ) -> None:
-        """Apply a layer's edit; an edited request is measured again (on the window already resolved, same model).
-        The gauge notes earlier calls placed count in every budget until the `last` stage has placed them."""
-        notes = 0 if last else self.budget.measurement.notes
-        if edit is not None and edit.request is not self.request:
-            like = self.budget if edit.request.model is self.request.model else None
-            self.budget = measure(edit.request, like=like, before=self.request, message_tokens=edit.message_tokens)
-            self.request = edit.request
-            self.applied.append(layer.name)
-        self.budget = self.budget.carrying(notes)
-        if edit is None:
-            return
-        self.state.update(edit.state or {})
-        self.events.extend(edit.events)
-        self.stamp.update(edit.stamp or {})
-        emit_layer_events(edit.events)  # a client streaming `custom` sees each batch, fold and note as it happens
 
 
 def _tool_name(request: ToolCallRequest) -> str:

@@ -2,11 +2,14 @@
 
 A window too small for what every call sends, and a call refused as too long even after the forced round of clearing
 and folding: each error names the sizes and the fix. A call measured past a window the model declares itself goes
-through the forced round before it is sent (`refused_ahead`)."""
+through the forced round before it is sent (`refused_ahead`). A refused call is shaped again for the window the
+refusal states, when it states a smaller one (`core.stated_window`), then forced (`Refusals`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 
@@ -14,7 +17,10 @@ from ctxwarden.clip.media_files import media_count
 from ctxwarden.core.layers import CallBudget
 from ctxwarden.core.media import media_of
 from ctxwarden.core.meter import TokenMeter
+from ctxwarden.core.stated_window import learned
+from ctxwarden.core.window import Window
 from ctxwarden.errors import ContextStillTooLargeError, WindowTooSmallError
+from ctxwarden.stack.shaped import ShapedCall
 
 
 def with_room(budget: CallBudget) -> CallBudget:
@@ -25,11 +31,17 @@ def with_room(budget: CallBudget) -> CallBudget:
     window = budget.window
     if fixed < window.tokens:
         return budget
+    if window.source == "refusal":  # the model that answers takes this much, whatever the request named
+        said = ", as the provider said refusing a call of the thread as too long,"
+        fix = "use a model with a larger window"
+    else:
+        said = ""
+        fix = f"pass the model's real window (ContextPolicy(window=...) well above {fixed:,}, e.g. "
+        fix += f"{max(4 * fixed, 8_000):,})"
     raise WindowTooSmallError(
-        f"the window of {window.model} is {window.tokens:,} tokens, but the system prompt "
+        f"the window of {window.model} is {window.tokens:,} tokens{said} but the system prompt "
         f"({measured.system:,} tokens) and the tool schemas ({measured.tools:,} tokens) alone take {fixed:,}: no "
-        "message would fit. Fix: pass the model's real window (ContextPolicy(window=...) well above "
-        f"{fixed:,}, e.g. {max(4 * fixed, 8_000):,}), or give the agent a shorter system prompt or fewer tools.",
+        f"message would fit. Fix: {fix}, or give the agent a shorter system prompt or fewer tools.",
         window=window.tokens,
         fixed=fixed,
     )
@@ -49,7 +61,55 @@ def refused_ahead(budget: CallBudget) -> bool:
     if budget.force or not budget.overflow:
         return False
     source, window = budget.window.source, budget.window.tokens
-    return source == "loaded_context" or (source == "profile" and budget.used > window * (1 + MEASURE_SLACK))
+    declared = source in ("profile", "refusal") and budget.used > window * (1 + MEASURE_SLACK)
+    return source == "loaded_context" or declared
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """How a call the provider refused as too long is shaped next."""
+
+    window: Window
+    force: bool
+    state: dict[str, Any]
+    """The state update that keeps a window the refusal stated, for the thread's later calls."""
+
+
+def forced(budget: CallBudget) -> Retry:
+    """The forced round, for the window `budget` was measured against."""
+    return Retry(budget.window, True, {})
+
+
+class Refusals:
+    """The refusals of one model call: how the call is shaped after each, and the window one of them stated.
+
+    After the first refusal the call is shaped for the window it states, when it states a smaller one (as usual for
+    that window, so the call keeps what it holds, and every later call of the thread to the model is too); after a
+    refusal of a call shaped as usual, it is forced; after a forced one, the error says what was tried."""
+
+    def __init__(self, state: Mapping[str, Any] | None, meter: TokenMeter) -> None:
+        self.state = state
+        self.meter = meter
+        self.count = 0
+        self.stated: dict[str, Any] = {}
+
+    def retry(self, error: Exception, refused: ShapedCall, first: ShapedCall | None) -> Retry:
+        """How the call is shaped next; raises `ContextStillTooLargeError` when it was forced already."""
+        self.count += 1
+        if first is None:
+            window, self.stated = learned(refused.budget.window, error, self.state)
+            if self.stated:
+                return Retry(window, False, self.stated)
+        if not refused.budget.force:
+            return forced(refused.budget)
+        assert first is not None  # a forced call followed one shaped as usual
+        raise still_too_large(
+            first.budget, refused.budget, refused.applied, error, refused.messages, self.meter, self.count
+        ) from error
+
+    def keep(self, shaped: ShapedCall) -> None:
+        """Keep the stated window in the state update of the call that is sent."""
+        shaped.state.update(self.stated)
 
 
 def still_too_large(
@@ -59,6 +119,7 @@ def still_too_large(
     error: Exception,
     messages: Sequence[BaseMessage] = (),
     meter: TokenMeter | None = None,
+    refusals: int = 2,
 ) -> ContextStillTooLargeError:
     """The error for a call refused again after the forced round; it names the largest message the call still held,
     and when that one alone takes half the window (forty screenshots in one user message), says to send it in parts:
@@ -90,10 +151,14 @@ def still_too_large(
         told += f" {window.model} declares, cleared and folded as far as it could ({tried}) down to about "
         told += f"{retry.used:,} tokens, and {window.model} refused it as too long ({error})."
     else:
-        told = f"{window.model} refused the call as too long twice: first at about {first.used:,} tokens (window "
-        told += f"{window.tokens:,}); ctxwarden then cleared and folded as far as it could ({tried}) down to about "
-        told += f"{retry.used:,} tokens and retried once, and the provider refused again ({error})."
+        times = {2: "twice", 3: "three times"}.get(refusals, f"{refusals} times")
+        told = f"{window.model} refused the call as too long {times}: first at about {first.used:,} tokens (window "
+        told += f"{first.window.tokens:,}"
+        if first.window.tokens != window.tokens:  # the refusal stated a smaller one, and the call was shaped for it
+            told += f", then shaped for the {window.tokens:,} the provider stated"
+        told += f"); ctxwarden then cleared and folded as far as it could ({tried}) down to about {retry.used:,} "
+        told += f"tokens and retried{' once' if refusals == 2 else ''}, and the provider refused again ({error})."
     return ContextStillTooLargeError(f"{told}{held} {fix}")
 
 
-__all__ = ["MEASURE_SLACK", "refused_ahead", "still_too_large", "with_room"]
+__all__ = ["MEASURE_SLACK", "Refusals", "Retry", "forced", "refused_ahead", "still_too_large", "with_room"]

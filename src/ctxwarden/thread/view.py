@@ -17,14 +17,15 @@ from ctxwarden.clip.shown import current_view
 from ctxwarden.core.gauge_note import NoteState
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import DEFAULT_POLICY, ContextPolicy
+from ctxwarden.core.stated_window import StatedWindowState
 from ctxwarden.curate.lineage import ForkState
 from ctxwarden.fold.state import Folds, FoldState, folded_view
 from ctxwarden.thread.history import HistoryState
 
 
-class ContextState(ClipState, FoldState, ForkState, NoteState, HistoryState):
+class ContextState(ClipState, FoldState, ForkState, NoteState, HistoryState, StatedWindowState):
     """The agent state plus ctxwarden's private keys (the clearing boundary, the folds, a fork's parent, the
-    gauge notes in view, when the thread's history began)."""
+    gauge notes in view, when the thread's history began, the windows providers stated refusing its calls)."""
 
 
 def model_view(
