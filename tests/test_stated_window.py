@@ -23,11 +23,21 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import tool
 from pydantic import Field
 
-from ctxwarden import TraceStore, WindowTooSmallError, context_report, create_context_agent
+from ctxwarden import (
+    DETERMINISTIC,
+    ContextPolicy,
+    TraceStore,
+    WindowTooSmallError,
+    context_report,
+    create_context_agent,
+)
+from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.refusal import is_context_overflow, stated_limit
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.stated_window import STATED_KEY
 from ctxwarden.replay import ScriptedChatModel
+from ctxwarden.thread.compaction import _Parts
+from ctxwarden.trace.recorder import TraceRecorder
 
 
 class _Status(Exception):
@@ -258,6 +268,11 @@ def test_a_resumed_thread_keeps_the_stated_window_and_another_thread_starts_with
         agent, config, model=ScriptedChatModel(messages=iter(()), profile={"max_input_tokens": 128_000}, name="big")
     )
     assert (report.window, report.window_source) == (16_000, "refusal")
+    budgeted = context_report(agent, config, policy=ContextPolicy(window=128_000))  # a budget above it, no model
+    assert (budgeted.window, budgeted.window_source) == (16_000, "refusal")
+    # a compaction on demand, given the named model's window, folds for the one the provider stated
+    parts = _Parts(None, TraceRecorder(None), ContextPolicy(window=128_000), TokenMeter(), DETERMINISTIC)
+    assert parts.fold_input(agent.get_state(config).values, "resumed", None).window == 16_000
 
     other = _Small(messages=iter(_steps(0, 1, "other done")), name="small")
     fresh = _run(_agent(tmp_path, other), {"configurable": {"thread_id": "other"}}, "Read page 0.", "sync")

@@ -146,7 +146,8 @@ class _Parts:
         view = current_view(folded_view(messages, folds), values.get(CLIP_STATE_KEY), policy, meter, thread=messages)
         found = last_stamped(messages)
         stamp = found[1] if found else {}
-        window = policy.window or stamp.get("window")
+        stated = stamp.get("window") if stamp.get("window_source") == "refusal" else None  # the provider's own
+        window = stated or policy.window or stamp.get("window")
         if window is None:
             raise WindowUnknownError(
                 f"thread {thread!r} has no model call measured by ctxwarden, so its window is unknown. "
