@@ -139,3 +139,33 @@ def test_a_screen_redrawn_by_positions_past_the_emulators_budget_shows_its_last_
     rendered = render(data)
     assert rendered.approximate_lines == 0  # before: stripped, 16,800 rows run together on one line
     assert rendered.text.split("\n") == [f" worker {row}: {699 * row % 97}% busy" for row in range(24)]
+
+
+SIXEL = '\x1bPq"1;1;40;30#0;2;0;0;0#1;2;100;100;0' + "#1~~@@vv@@~~@@~~$-" * 200 + "\x1b\\"
+"""A sixel chart: a DCS string, drawn by the terminal as an image."""
+
+KITTY = "\x1b_Gf=100,a=T,m=1;" + "iVBORw0KGgoAAAANSUhEUgAA" * 100 + "\x1b\\"
+"""An image in the kitty graphics protocol: an APC string."""
+
+
+@pytest.mark.parametrize(
+    "string",
+    [
+        SIXEL,
+        KITTY,
+        "\x1bPtmux;\x1b\x1b]0;title\x07\x1b\\",  # tmux's passthrough, its escapes doubled
+        "\x1bP1$r0m\x1b\\",  # a DECRQSS reply
+        "\x1b^private message\x1b\\",  # PM
+        "\x1bXstart of string\x1b\\",  # SOS
+        "\x1bPq#0~~~\x1b[31m",  # cut short by the next escape, which the terminal reads as its own
+    ],
+    ids=["sixel", "kitty", "tmux passthrough", "decrqss", "pm", "sos", "cut short"],
+)
+def test_control_strings_show_nothing_as_a_terminal_shows_none(string: str) -> None:
+    """A DCS, SOS, PM or APC string is no text: before, its payload was shown, and a sixel chart was read as text."""
+    text = f"rendering chart\n{string}\nchart done\n"
+    assert render(text).text == "rendering chart\n\nchart done\n"
+    long = "".join(f"log line {i}\n" for i in range(terminal.SUB_BLOCK_CHARS // 12)) + text  # past one block
+    assert render(long).text.endswith("log line 87380\nrendering chart\n\nchart done\n")
+    assert render(f"a{string}b\n").text == "ab\n"  # drawn on a line of its own too
+    assert render(f"a\r{string}b\n").text == "b\n"

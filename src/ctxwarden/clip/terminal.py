@@ -13,7 +13,8 @@ one a terminal cannot tell apart:
 - text with no carriage return (other than in `\\r\\n`), backspace or escape is not rendered
   at all (three substring scans);
 - colour and other codes that never move the cursor (SGR, OSC titles and links, cursor
-  visibility) are removed with one regular expression, a block of lines at a time;
+  visibility, DCS and APC strings such as sixel and kitty images) are removed with one regular expression, a block of
+  lines at a time;
 - lines with none of those left come through as slices of the text, many lines at once;
 - a line (up to `\\n`) that moves the cursor only within itself is rendered on its own: the
   frames before the last erase of the line are invisible, as is a plain frame that a later
@@ -84,9 +85,16 @@ inserting or deleting characters, walks every cell drawn on the line or the scre
 frame without erasing what it drew costs pyte in the square of its size: 16,000 `X CSI P` frames (96 KB) took it
 7 s. Past the budget, a drawing stops as one pyte fails on does."""
 
+_STRING = r"\x1b[PX^_](?:[^\x1b\x18\x1a]|\x1b\x1b)*(?:\x1b\\)?"
+"""DCS (a sixel image, tmux's passthrough), SOS, PM or APC (a kitty image): shown by no terminal, it runs to ST or to
+the escape, CAN or SUB that cuts it short, as the DEC parser has it. As text, a sixel chart was 72,980 tokens."""
+
+_STRING_STARTS = ("\x1b]", "\x1bP", "\x1bX", "\x1b^", "\x1b_")  # control strings, which may hold line breaks
+
 _INVISIBLE = re.compile(
     r"\x1b\[[0-9;:]*m"  # SGR: colours and attributes
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window titles, hyperlinks
+    rf"|{_STRING}"  # DCS, SOS, PM, APC: images drawn in the terminal, replies, passthrough
     r"|\x1b\[\?(?:1|12|25|1004|2004)[hl]"  # cursor keys mode, blinking, visibility, focus and paste reporting
     r"|\x1b[=>]"  # keypad modes
 )
@@ -113,7 +121,8 @@ _WHOLE_LINE_ERASE = "\x1b[2K"
 _ERASED_THEN_RETURN = _WHOLE_LINE_ERASE + "\r"
 
 _ANY_ESCAPE = re.compile(
-    r"\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x20-\x2f]*[\x30-\x7e]?)"
+    rf"{_STRING}"
+    r"|\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x20-\x2f]*[\x30-\x7e]?)"
     r"|[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f]"
 )
 """Any escape sequence, and the control characters other than tab, `\\n` and `\\r`: what a line drawn without the
@@ -174,13 +183,18 @@ def _visible(text: str) -> str:
     start = 0
     while start < len(text):
         end = text.find("\n", start + SUB_BLOCK_CHARS) + 1 or len(text)
-        title = text.rfind("\x1b]", start, end)  # a title may hold line breaks: its block ends after it
+        title = _last_string(text, start, end)  # a title or an image may hold line breaks: its block ends after it
         while title >= 0 and (found := _INVISIBLE.match(text, title)) is not None and found.end() >= end < len(text):
             end = text.find("\n", found.end()) + 1 or len(text)
-            title = text.rfind("\x1b]", found.end(), end)
+            title = _last_string(text, found.end(), end)
         blocks.append(_INVISIBLE.sub("", text[start:end]))
         start = end
     return "".join(blocks)
+
+
+def _last_string(text: str, start: int, end: int) -> int:
+    """Where the last control string opened in `text[start:end]` begins (`-1`: none opens there)."""
+    return max(text.rfind(opener, start, end) for opener in _STRING_STARTS)
 
 
 def _each_line(text: str, begin: int, end: int, run: _Run) -> Iterator[str]:
