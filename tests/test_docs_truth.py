@@ -38,6 +38,7 @@ NOT_OURS = {
     "PostgresStore",
     "setup",
     "create_deep_agent",
+    "FilesystemBackend",
 }
 """Names the docs call that belong to Python, rich, langchain, LangGraph or deepagents."""
 AGENT_TOOLS = {"read_file", "recall", "compact_conversation"}

@@ -105,16 +105,22 @@ def folder_name(value: str) -> str:
 
     For thread and namespace folders (see the module docstring): a plain id that is not lowercase, ends in a dot
     or is a Windows device name is hashed, as an unsafe one is; so is one ending in `.md`, whose folder would be the
-    history file of the thread named without it (`/conversation_history/notes.md`, the file of thread `notes`), and
-    one of the `SHARED_FOLDERS`."""
+    history file of the thread named without it (`/conversation_history/notes.md`, the file of thread `notes`), one
+    of the `SHARED_FOLDERS`, and one named as deepagents names its own history files (`DEEPAGENTS_HISTORY`)."""
     if isinstance(value, _NoThread):
         return str(value)
     name = safe_component(value)
     plain = value == value.lower() and not value.endswith((".", ".md")) and not _DEVICE.fullmatch(value)
+    plain = plain and not DEEPAGENTS_HISTORY.fullmatch(value)
     if name != value or (plain and value not in SHARED_FOLDERS):  # a thread named `no-thread` or `media`: its own
         return name
     return _hashed(value, value)
 
+
+DEEPAGENTS_HISTORY = re.compile(r"session_[0-9a-f]{32}")
+"""How deepagents' own summarization names a history file (`/conversation_history/session_<id>.md`): a thread may
+open such a file by its name, which only the thread that wrote it holds (`stack.isolation`). A thread of that id
+(`"session_" + uuid4().hex`) had its own history file named so, which any thread could then read and edit."""
 
 _DEVICE = re.compile(r"(?:con|prn|aux|nul|com\d|lpt\d)(?:\..*)?", re.IGNORECASE | re.DOTALL)
 """Names Windows reads as devices, whatever follows their first dot."""

@@ -17,7 +17,9 @@ SQLite's locks are per process, so a tool that merely opens and closes a databas
 inside the agent process drops that process's locks on it, and a second process on the
 same state dir can then checkpoint a WAL this one still writes to, corrupting the
 database. So a `grep` over a folder holding a database (or another thread's folders) is
-split into searches of what the thread may read, and the database is never opened.
+split into searches of what the thread may read, and the database is never opened; a file such a search reaches, or
+a `grep` names, is read and searched here (`stack.file_grep`), since the backend's own search may walk its folder.
+A folder above ctxwarden's folders or a database is never changed whole: a `delete` of `/` removed them all.
 """
 
 from __future__ import annotations
@@ -43,8 +45,10 @@ from deepagents.backends.protocol import (
 
 from ctxwarden.admit.memory import local_path
 from ctxwarden.core.io import Call, Steps, arun, method, run
-from ctxwarden.core.layout import DATABASES, HISTORY_DIR, LARGE_RESULTS_DIR, NO_THREAD, folder_name
+from ctxwarden.core.layout import DATABASES, DEEPAGENTS_HISTORY, HISTORY_DIR, LARGE_RESULTS_DIR, NO_THREAD, folder_name
 from ctxwarden.core.runtime import running_agent_tool, running_thread
+from ctxwarden.stack.file_grep import grep_file
+from ctxwarden.stack.real_paths import refuse_real_paths
 
 _Listing = TypeVar("_Listing", LsResult, GlobResult, GrepResult)
 _Result = TypeVar("_Result", ReadResult, WriteResult, EditResult, DeleteResult)
@@ -56,7 +60,9 @@ SQLITE_SIDECARS = ("", "-wal", "-shm", "-journal")
 """A SQLite database is its file plus these: each is refused with it."""
 
 
-UNGUESSABLE = re.compile(r"/conversation_history/(session_[0-9a-f]{32}\.md|media/[0-9a-f]{16,64}\.\w{1,8})")
+UNGUESSABLE = re.compile(
+    rf"/conversation_history/({DEEPAGENTS_HISTORY.pattern}\.md|media/[0-9a-f]{{16,64}}\.\w{{1,8}})"
+)
 """deepagents' own history files: named by a random session id or a content hash, recorded in the thread that wrote
 them. They cannot be told apart by thread, so a thread may read or write one it names, but never lists or searches
 them: without the name, which only its own thread holds, they cannot be found."""
@@ -69,6 +75,11 @@ def original_refusal(path: str) -> str | None:
     reads them but never writes, edits or deletes one, so what recall returns is what the tool or the
     conversation said. ctxwarden's own writes (eviction, a fold's history) run outside any agent's tool."""
     tool = running_agent_tool()
+    if tool is not None and holds(path, PRIVATE_ROOTS):  # `delete /` removed every thread's files, the databases too
+        return (
+            f"permission_denied: {path} holds ctxwarden's originals of every thread (/{LARGE_RESULTS_DIR}, "
+            f"/{HISTORY_DIR}); {tool} may not change it whole. Delete your own files in it by their paths."
+        )
     parts = [p for p in normalized(path).split("/") if p]
     if tool is None or not parts or parts[0].casefold() not in PRIVATE_DIRS or _unguessable(path):
         return None
@@ -76,6 +87,16 @@ def original_refusal(path: str) -> str | None:
         f"permission_denied: {path} is an original ctxwarden keeps (an evicted tool output or the conversation's "
         f"history); {tool} may read it but never change it. Write your own notes to another path (e.g. /notes/...)."
     )
+
+
+PRIVATE_ROOTS = tuple(f"/{folder}" for folder in PRIVATE_DIRS)
+
+
+def holds(path: str, paths: Iterable[str]) -> bool:
+    """Whether `path` is a folder above any of `paths` (casefolded backend paths), so that changing it whole (a
+    recursive `delete`) would change them."""
+    prefix = normalized(path).rstrip("/").casefold() + "/"
+    return any(held.startswith(prefix) for held in paths)
 
 
 def _unguessable(path: str) -> bool:
@@ -116,6 +137,7 @@ class ThreadIsolatedBackend(BackendProtocol):
 
         Each is refused with its SQLite sidecars (`-wal`, `-shm`, `-journal`).
         """
+        refuse_real_paths(inner)
         self.inner = inner
         self.current_thread = current_thread
         self.reserved = frozenset(
@@ -145,10 +167,12 @@ class ThreadIsolatedBackend(BackendProtocol):
     def _refusal(self, path: str, own: str | None, *, named: bool = True, write: bool = False) -> str | None:
         """Why `path` is refused (`None`: it is not). `named`: the caller names this exact file (not a listing);
         `write`: the call would change it."""
-        if normalized(path).rstrip("/").casefold() in self.reserved:
+        held = write and holds(path, self.reserved)  # a folder that holds one: a `delete` of it deletes the database
+        if held or normalized(path).rstrip("/").casefold() in self.reserved:
+            what = "holds" if held else "is"
             return (
-                f"permission_denied: {path} is one of ctxwarden's own databases; the agent's file tools never open it "
-                "(read the thread with the /context report or the trace instead)"
+                f"permission_denied: {path} {what} one of ctxwarden's own databases; the agent's file tools never "
+                "open or change it (read the thread with the /context report or the trace instead)"
             )
         owner = owner_of(path) if own is not None else None
         if owner is None or (owner == own and (named or own != NO_THREAD)) or (named and _unguessable(path)):
@@ -167,16 +191,14 @@ class ThreadIsolatedBackend(BackendProtocol):
 
     def _must_split(self, path: str, own: str | None) -> bool:
         """Whether searching `path` whole would open a reserved file or another thread's files."""
-        base = normalized(path).rstrip("/").casefold()
-        prefix = base + "/"
-        if any(r.startswith(prefix) for r in self.reserved):
+        if holds(path, self.reserved):
             return True
-        if own is None:
-            return False
-        return any(base == f"/{d}" or f"/{d}".startswith(prefix) for d in PRIVATE_DIRS)
+        base = normalized(path).rstrip("/").casefold()
+        return own is not None and (base in PRIVATE_ROOTS or holds(path, PRIVATE_ROOTS))
 
-    def _parts(self, listing: LsResult, own: str | None) -> tuple[list[str], list[str]]:
-        """A listed folder's entries a search may open: `(files and folders to search whole, folders to split)`."""
+    def _parts(self, listing: LsResult, own: str | None) -> tuple[list[tuple[str, bool]], list[str]]:
+        """A listed folder's entries a search may open: `(files and folders to search whole, each with whether it is
+        a folder; folders to split)`."""
         whole, split = [], []
         for entry in listing.entries or []:
             path = (entry.get("path") or "").rstrip("/")
@@ -185,17 +207,33 @@ class ThreadIsolatedBackend(BackendProtocol):
             if entry.get("is_dir") and self._must_split(path, own):
                 split.append(path)
             else:
-                whole.append(path)
+                whole.append((path, bool(entry.get("is_dir"))))
         return whole, split
 
-    def _search_paths(self, path: str, own: str | None) -> Steps[list[str]]:
-        """What to search instead of `path`, so that nothing refused is ever opened."""
+    def _search_paths(self, path: str, own: str | None) -> Steps[list[tuple[str, bool | None]]]:
+        """What to search instead of `path`, so that nothing refused is ever opened: paths, each with whether it is a
+        folder (`None`: not known)."""
         if not self._must_split(path, own):
-            return [path]
+            return [(path, None)]
         whole, split = self._parts((yield method(self.inner, "ls", path)), own)
+        found: list[tuple[str, bool | None]] = list(whole)
         for folder in split:
-            whole += yield from self._search_paths(folder, own)
-        return whole
+            found += yield from self._search_paths(folder, own)
+        return found
+
+    def _grep_part(
+        self, pattern: str, path: str, folder: bool | None, glob: str | None, max_count: int | None
+    ) -> Steps[GrepResult]:
+        """`grep` of one path a search may open whole: a file is read and searched here (`stack.file_grep`), since
+        the backend's own search may walk the file's whole folder."""
+        if not folder:
+            (answer,) = yield method(self.inner, "download_files", [path])
+            if answer.content is not None:
+                return grep_file(pattern, path, answer.content, glob, max_count)
+            if folder is False:
+                return GrepResult(matches=[])
+        found: GrepResult = yield method(self.inner, "grep", pattern, path, glob, max_count=max_count)
+        return found
 
     # --- listing and search -----------------------------------------------------
     # Each operation is written once, as a generator that yields its call to the inner backend
@@ -241,8 +279,8 @@ class ThreadIsolatedBackend(BackendProtocol):
         if path is not None and (why := self._refusal(path, own)) is not None:
             return GrepResult(error=why)
         results: list[GrepResult] = []
-        for part in (yield from self._search_paths(path or "/", own)):
-            results.append((yield method(self.inner, "grep", pattern, part, glob, max_count=_left(max_count, results))))
+        for part, folder in (yield from self._search_paths(path or "/", own)):
+            results.append((yield from self._grep_part(pattern, part, folder, glob, _left(max_count, results))))
             if _left(max_count, results) == 0:
                 break
         return self._only_own(_merged(results), "matches", own)
