@@ -6,6 +6,7 @@ file, byte for byte, and `recall` returns each call's own output.
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from ctxwarden import create_context_agent
 from ctxwarden.clip import make_recall_tool
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.replay import ScriptedChatModel, scripted_model
+from views import Views
 
 FIRST = "\n".join(f"first build, line {i}: compiled module_{i}" for i in range(4_000))
 SECOND = "\n".join(f"second build, line {i}: linked object_{i}" for i in range(3_000))
@@ -172,3 +174,47 @@ def test_a_server_that_numbers_every_call_call_0_still_gets_clearing_each_placeh
             assert original.splitlines()[0] in text  # its own output, whose first line the gist kept
             checked += 1
     assert checked > 5
+
+
+@tool
+def emit(key: str) -> str:
+    """Return the output named `key`."""
+    if key == "k1":
+        raise RuntimeError("backend unavailable")
+    return "\n".join(f"OUT<{key}> line {i}: data {i}" for i in range(120))
+
+
+def test_a_call_left_without_its_result_does_not_give_later_results_to_the_calls_before_them(tmp_path: Path) -> None:
+    """Every call `call_0`; one turn's tool raised, so its call has no result (deepagents patches none: another
+    result answers `call_0`). Results were given to the calls in one queue, so from then on each was paired with
+    the call before its own: the view showed k2's output as the answer to k1's call, and recall of k3's placeholder
+    returned k2's output."""
+    script: list[AIMessage] = []
+    for i in range(6):
+        call = {"name": "emit", "args": {"key": f"k{i}"}, "id": "call_0"}
+        script += [AIMessage(f"think k{i}", tool_calls=[call]), AIMessage(f"done k{i}")]
+    del script[3]  # the turn whose tool raised has no closing reply
+    views = Views()
+    agent = create_context_agent(
+        scripted_model(script, window=8_000), [emit], state_dir=tmp_path, summarizer="deterministic", middleware=[views]
+    )
+    config = {"configurable": {"thread_id": "dangling"}}
+    for turn in range(6):
+        try:
+            agent.invoke({"messages": [("user", f"turn {turn}")]}, config)
+        except RuntimeError:
+            assert turn == 1
+    thread = agent.get_state(config).values["messages"]
+    recall = make_recall_tool(agent.ctxwarden_parts.backend)
+    view = views.views[-1]
+    paired = 0
+    for asked, answer in itertools.pairwise(view):
+        if not (isinstance(asked, AIMessage) and asked.tool_calls and isinstance(answer, ToolMessage)):
+            continue
+        assert answer.tool_call_id == asked.tool_calls[0]["id"]
+        key = asked.tool_calls[0]["args"]["key"]
+        for reference in re.findall(r'recall\(call_id="([^"]+)"', str(answer.content)):
+            if reference != "call_0":  # the bare id lists every result to choose from
+                assert recall.invoke({"call_id": reference, "state": {"messages": thread}}).startswith(f"OUT<{key}>")
+        paired += 1
+    assert paired == 5  # every call but the one left without a result

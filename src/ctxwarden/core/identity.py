@@ -83,8 +83,9 @@ class _Identified:
     """Whether a reused call id is told apart too (the stack's lists; see the module)."""
     issued: set[str] = field(default_factory=set)
     """Call ids of the list's calls so far."""
-    waiting: dict[str, deque[str]] = field(default_factory=dict)
-    """By call id as given, the ids of the calls not answered yet, in order (a result answers the oldest)."""
+    waiting: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    """By call id as given, the calls not answered yet, each as (the index of its AI message, its id in the list), in
+    order: a result answers the oldest of the newest message that has one (`_answered`)."""
     renamed: int = 0
 
     def extend(self, messages: Sequence[BaseMessage]) -> None:
@@ -104,8 +105,7 @@ class _Identified:
     def _calls_of(self, message: BaseMessage) -> dict[str, Any]:
         """The call ids `message` takes in the list: a reused one as `<id>#<call key>`."""
         if isinstance(message, ToolMessage):
-            queue = self.waiting.get(message.tool_call_id)
-            named = queue.popleft() if queue else message.tool_call_id
+            named = self._answered(message.tool_call_id)
             return {} if named == message.tool_call_id else {"tool_call_id": named}
         if not isinstance(message, AIMessage) or not message.tool_calls:
             return {}
@@ -114,11 +114,23 @@ class _Identified:
             given = str(call.get("id") or "")
             named = given if given not in self.issued else f"{given}{KEY_SEPARATOR}{call_key(message.id, index)}"
             self.issued.add(given)
-            self.waiting.setdefault(given, deque()).append(named)
+            self.waiting.setdefault(given, []).append((len(self.given), named))
             calls.append(call if named == given else {**call, "id": named})
         if all(a is b for a, b in zip(calls, message.tool_calls, strict=True)):
             return {}
         return {"tool_calls": calls, "content": _renamed_blocks(message.content, message.tool_calls, calls)}
+
+    def _answered(self, call_id: str) -> str:
+        """The id in the list of the call a result with `call_id` answers: of the calls with that id not answered yet,
+        the first of the newest AI message holding one. Results follow the message that asked for them, so a call
+        left without one (its tool raised and the run stopped) is passed over, not given the next turn's result,
+        which a queue of every call did, shifting every later result onto the call before its own."""
+        waiting = self.waiting.get(call_id)
+        if not waiting:
+            return call_id
+        newest = waiting[-1][0]
+        at = next(i for i, (owner, _named) in enumerate(waiting) if owner == newest)
+        return waiting.pop(at)[1]
 
     def _derived(self, message: BaseMessage) -> str:
         digest = fingerprint(message)
