@@ -166,7 +166,7 @@ def original_text(messages: list[BaseMessage], reference: str) -> str | None:
 
 
 def _calling(messages: list[BaseMessage], reference: str) -> tuple[AIMessage, Any] | None:
-    """The last message that made the call `reference` names, and that call."""
+    """The message that made the call `reference` names, and that call (`None` when a bare id names several)."""
     resolved = resolve(messages, reference)
     if isinstance(resolved, str):
         return None
@@ -180,7 +180,32 @@ def _calling(messages: list[BaseMessage], reference: str) -> tuple[AIMessage, An
     ]
     if not found and key is not None and has_key(messages, call_id, key):  # twins keyed by their output
         return _calling(messages, call_id)
-    return found[-1] if found else None
+    if key is None and len(found) > 1:  # a reused id names several calls: none of them silently (`sharing_calls`)
+        return None
+    return found[0] if found else None
+
+
+def sharing_calls(messages: list[BaseMessage], reference: str, part: str) -> str | None:
+    """The answer to `part` of a bare call id that several calls of the thread have: the name of each."""
+    resolved = resolve(messages, reference)
+    if isinstance(resolved, str) or resolved[1] is not None:
+        return None
+    found = [
+        (call_key(message.id, i), call)
+        for message in messages
+        if isinstance(message, AIMessage)
+        for i, call in enumerate(message.tool_calls)
+        if call.get("id") == resolved[0]
+    ]
+    if len(found) < 2:
+        return None
+    named = "; ".join(
+        f'recall(call_id="{recall_id(resolved[0], key)}", part="{part}") for {call.get("name")}'
+        f"({json.dumps(call.get('args', {}), ensure_ascii=False)[:60]})"
+        for key, call in found
+    )
+    shared = f"{len(found)} tool calls in this thread share call id {resolved[0]!r}"
+    return f"[ctxwarden: {shared}. Name the one you mean: {named}.]"
 
 
 def page(text: str, number: int, limit: int, room: int | None = None) -> str:
@@ -304,7 +329,11 @@ def make_recall_tool(backend: Any, *, scope: Scope | None = None, meter: TokenMe
         if part in ("args", "text"):
             text = original_args(messages, call_id) if part == "args" else original_text(messages, call_id)
             if text is None:
-                return f"[ctxwarden: this thread has no tool call with call id {call_id!r}; check the placeholder.]"
+                shared = sharing_calls(messages, call_id, part)
+                return (
+                    shared
+                    or f"[ctxwarden: this thread has no tool call with call id {call_id!r}; check the placeholder.]"
+                )
             return paged(text)
         found, why = lookup_result(messages, call_id, backend, raw=part == "raw")
         if found is None:

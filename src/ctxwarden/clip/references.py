@@ -8,11 +8,13 @@ that names two gets the unambiguous name of each, never one of them silently.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ctxwarden.clip.names import NO_ID, TAIL_MARK, call_key, recall_id, split_recall_id
+from ctxwarden.core.identity import answered_call
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import text_of
 
@@ -41,16 +43,48 @@ def resolve(messages: Sequence[BaseMessage], reference: str) -> tuple[str, str |
                 f"[ctxwarden: {NO_ID!r} names the results of calls with an empty id and of a call with that id. "
                 f"Name the one you mean: {named}.]"
             )
-    if call_id in ids:
-        return call_id, key
     tail = call_id.removeprefix(TAIL_MARK)
+    if call_id in ids:
+        longer = [known for known in ids if known != call_id and tail and known.endswith(tail)]
+        if key is None and call_id.startswith(TAIL_MARK) and longer:  # an id spelled as another's end is shown
+            return _spelled_as_end(messages, call_id, longer)
+        return call_id, key
     found = [known for known in ids if tail and known.endswith(tail)]
     if len(found) > 1:
         return (
             f"[ctxwarden: {len(found)} calls of this thread have ids ending with {tail!r}: "
             f"{', '.join(repr(known) for known in found)}. Name the one you mean by its whole id.]"
         )
+    if not found and tail and key is None:  # the end of a reused id as the view named it, `<id>#<call key>`
+        ends = [(known, k) for known, k in _keyed_names(messages) if recall_id(known, k).endswith(tail)]
+        if len(ends) == 1:
+            return ends[0]
     return (found[0] if found else call_id), key
+
+
+def _keyed_names(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
+    """`(call id, call key)` of every call of the thread whose id another call has too: the view names it
+    `<id>#<key>` (`core.identity`), and a placeholder shows the end of that."""
+    calls = [
+        (str(c.get("id")), call_key(m.id, i))
+        for m in messages
+        if isinstance(m, AIMessage)
+        for i, c in enumerate(m.tool_calls)
+    ]
+    uses = Counter(call_id for call_id, _key in calls)
+    recorded = [(known, k) for known in uses for k, _m in answers(list(messages), known) if k]  # twins by output
+    return list(dict.fromkeys([*((i, k) for i, k in calls if uses[i] > 1), *recorded]))
+
+
+def _spelled_as_end(messages: Sequence[BaseMessage], call_id: str, longer: list[str]) -> str:
+    """The answer to a reference that is a call's whole id and the end of another's as a placeholder shows it
+    (`…35lq9XYZ`): the name of each that is not ambiguous, never one of them silently."""
+    own = [recall_id(call_id, k) for k, _m in answers(list(messages), call_id) if k] or [call_id]
+    named = [f'recall(call_id="{name}")' for name in (*own, *longer)]
+    return (
+        f"[ctxwarden: {call_id!r} is the id of a call and the end of the id of another: "
+        f"{', '.join(repr(known) for known in longer)}. Name the one you mean: {'; '.join(named)}.]"
+    )
 
 
 def _both(messages: Sequence[BaseMessage], reference: str, call_id: str, key: str) -> tuple[str, str | None] | str:
@@ -78,13 +112,15 @@ def answers(messages: list[BaseMessage], call_id: str) -> list[tuple[str | None,
 
     A call id can be reused (see `ctxwarden.clip.names`), so this can be more than one.
     """
-    waiting: list[str] = []
+    waiting: list[tuple[int, str]] = []
     found: list[tuple[str | None, ToolMessage]] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         if isinstance(message, AIMessage):
-            waiting += [call_key(message.id, i) for i, c in enumerate(message.tool_calls) if c.get("id") == call_id]
+            waiting += [
+                (index, call_key(message.id, i)) for i, c in enumerate(message.tool_calls) if c.get("id") == call_id
+            ]
         elif isinstance(message, ToolMessage) and message.tool_call_id == call_id:
-            in_order = waiting.pop(0) if waiting else None
+            in_order = answered_call(waiting) if waiting else None  # the newest asking message's, as the view pairs
             record = message.response_metadata.get(METADATA_KEY) or {}
             recorded = record.get("key") if isinstance(record, dict) and record.get("evicted") else None
             found.append((recorded or in_order, message))  # an evicted output's key is the one its file has

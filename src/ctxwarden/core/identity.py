@@ -31,12 +31,14 @@ import threading
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ctxwarden.core.caches import ObjectCache
 from ctxwarden.core.list_totals import starts_with
+
+T = TypeVar("T")
 
 KEY_SEPARATOR = "#"
 """Joins a call id and its call key in a recall reference: `call_0#1a2b3c4d`."""
@@ -126,11 +128,7 @@ class _Identified:
         left without one (its tool raised and the run stopped) is passed over, not given the next turn's result,
         which a queue of every call did, shifting every later result onto the call before its own."""
         waiting = self.waiting.get(call_id)
-        if not waiting:
-            return call_id
-        newest = waiting[-1][0]
-        at = next(i for i, (owner, _named) in enumerate(waiting) if owner == newest)
-        return waiting.pop(at)[1]
+        return answered_call(waiting) if waiting else call_id
 
     def _derived(self, message: BaseMessage) -> str:
         digest = fingerprint(message)
@@ -142,6 +140,13 @@ class _Identified:
                 break
         self.taken.add(derived)
         return derived
+
+
+def answered_call(waiting: list[tuple[int, T]]) -> T:
+    """Take from `waiting` (calls not answered yet, each with the index of the AI message that made it, in order) the
+    one a result answers: the first of the newest message's (see `_Identified._answered`)."""
+    newest = waiting[-1][0]
+    return waiting.pop(next(i for i, (owner, _call) in enumerate(waiting) if owner == newest))[1]
 
 
 def _renamed_blocks(content: Any, given: list[Any], named: list[Any]) -> Any:
@@ -236,4 +241,13 @@ def _same(thread: list[BaseMessage], received: Sequence[BaseMessage]) -> bool:
         return False
 
 
-__all__ = ["DERIVED_PREFIX", "KEY_SEPARATOR", "Identities", "as_received", "call_key", "fingerprint", "identified"]
+__all__ = [
+    "DERIVED_PREFIX",
+    "KEY_SEPARATOR",
+    "Identities",
+    "answered_call",
+    "as_received",
+    "call_key",
+    "fingerprint",
+    "identified",
+]
