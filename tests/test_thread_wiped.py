@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from ctxwarden import DETERMINISTIC, ContextPolicy, create_context_agent
+from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.fold import Folds
 from ctxwarden.replay import scripted_model
 from views import Views
@@ -107,3 +109,39 @@ def test_a_folded_message_redacted_by_the_client_is_shown_redacted_from_the_next
     assert records[-1].number > 2  # the redacted thread folded again, numbered after the folds before
     assert SECRET not in records[-1].summary
     assert password not in records[-1].summary
+
+
+@tool
+def dump(kind: str) -> str:
+    """Dump the store's records, or its log as a terminal shows it."""
+    if kind == "log":
+        return "".join(f"\rstep {i}/50 token: {SECRET}" for i in range(50)) + "\n" + "log line\n" * 400
+    return "\n".join([f"token: {SECRET}", *(f"row {i}" for i in range(2_000))])
+
+
+@pytest.mark.parametrize("kind", ["records", "log"])
+def test_an_evicted_or_rendered_result_redacted_by_the_client_is_recalled_as_redacted(
+    tmp_path: Path, kind: str
+) -> None:
+    """The client redacts a result that ctxwarden evicted to a file (or rendered, keeping the raw) with
+    `update_state`, copying it with its metadata. Before, `recall` of the call, `part="raw"` and the search still
+    returned the file's text with the secret in it."""
+    calls = [{"name": "dump", "args": {"kind": kind}, "id": "d1"}]
+    asks = [
+        {"name": "recall", "args": {"call_id": "d1"}, "id": "r1"},
+        {"name": "recall", "args": {"call_id": "d1", "part": "raw"}, "id": "r2"},
+        {"name": "recall", "args": {"query": SECRET}, "id": "r3"},
+    ]
+    replies = [AIMessage("", tool_calls=calls), AIMessage("ok"), AIMessage("", tool_calls=asks), AIMessage("done")]
+    agent = create_context_agent(scripted_model(replies, window=16_000), [dump], state_dir=tmp_path)
+    config = {"configurable": {"thread_id": "redacted-output"}}
+    agent.invoke({"messages": [HumanMessage("dump it")]}, config)
+    (result,) = [m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage)]
+    record = result.response_metadata[METADATA_KEY]
+    assert record.get("evicted") or record.get("rendered")
+    agent.update_state(config, {"messages": [result.model_copy(update={"content": "[redacted by the client]"})]})
+    out = agent.invoke({"messages": [HumanMessage("what was the token?")]}, config)
+    agent.checkpointer.conn.close()
+    answers = {m.tool_call_id: str(m.content) for m in out["messages"] if isinstance(m, ToolMessage)}
+    assert answers["r1"] == answers["r2"] == "[redacted by the client]"
+    assert answers["r3"].startswith("[ctxwarden: no line of this conversation matches")  # the query, quoted alone

@@ -37,7 +37,15 @@ from ctxwarden.clip.media_files import (
     media_note,
     media_path,
 )
-from ctxwarden.clip.names import NO_ID, content_hash, issuing_key, recall_id, result_path, variant_path
+from ctxwarden.clip.names import (
+    NO_ID,
+    content_hash,
+    issuing_key,
+    recall_id,
+    result_path,
+    variant_path,
+    with_shown_hash,
+)
 from ctxwarden.clip.preview import preview
 from ctxwarden.clip.render import RAW_SUFFIX, SURROGATES, Arrival
 from ctxwarden.clip.room import calls_of_reply, fixed_tokens, share
@@ -166,11 +174,13 @@ class Evictor:
             "sha256": content_hash(data),  # recall checks the file against it: an edited file is never the original
             **({"media": [media_path(folder, n, block) for n, block in moved]} if moved else {}),
         }
-        replaced = message.model_copy(
-            update={
-                "content": [{"type": "text", "text": body}, *blocks] if blocks else body,
-                "response_metadata": {**message.response_metadata, METADATA_KEY: record},
-            }
+        replaced = with_shown_hash(
+            message.model_copy(
+                update={
+                    "content": [{"type": "text", "text": body}, *blocks] if blocks else body,
+                    "response_metadata": {**message.response_metadata, METADATA_KEY: record},
+                }
+            )
         )
         event = {
             "tool": tool,

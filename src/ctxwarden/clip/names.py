@@ -25,10 +25,12 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ctxwarden.core.identity import KEY_SEPARATOR, call_key
 from ctxwarden.core.layout import LARGE_RESULTS_DIR, NO_THREAD, folder_name, safe_component
+from ctxwarden.core.stamp import METADATA_KEY
+from ctxwarden.core.text import text_of
 
 NO_ID = "no-id"
 """How files and placeholders name an empty call id (a model server that sends `"id": ""`), and `recall` reads it."""
@@ -72,6 +74,32 @@ def split_recall_id(value: str) -> tuple[str, str | None]:
 def content_hash(data: bytes) -> str:
     """The hash an eviction record keeps of the file it wrote (SHA-256, hex)."""
     return hashlib.sha256(data).hexdigest()
+
+
+SHOWN_HASH = "shown_sha256"
+"""Record key of the hash of the text an evicted or rendered result showed when ctxwarden wrote it."""
+
+
+def shown_hash(message: BaseMessage) -> str:
+    """The hash of the text `message` shows (`SHOWN_HASH`)."""
+    return content_hash(text_of(message).encode("utf-8", "surrogatepass"))[:16]
+
+
+def with_shown_hash(message: ToolMessage) -> ToolMessage:
+    """`message`, its record keeping the hash of the text it shows (`record_of`)."""
+    record = {**(message.response_metadata.get(METADATA_KEY) or {}), SHOWN_HASH: shown_hash(message)}
+    return message.model_copy(update={"response_metadata": {**message.response_metadata, METADATA_KEY: record}})
+
+
+def record_of(message: BaseMessage) -> Any:
+    """ctxwarden's record on a tool result (`None` on other messages), unless the result's text changed since
+    ctxwarden wrote it: a client that edits an evicted result in the thread (a redaction with `update_state`, the
+    metadata copied along) makes what it says now the original, and the file it was evicted to no longer is one, for
+    `recall`, the search or a placeholder. (A record written before the hash was kept cannot tell, and stands.)"""
+    record = message.response_metadata.get(METADATA_KEY) if isinstance(message, ToolMessage) else None
+    if isinstance(record, dict) and isinstance(kept := record.get(SHOWN_HASH), str) and kept != shown_hash(message):
+        return None
+    return record
 
 
 def changed_file(record: Mapping[str, Any], data: bytes, *, raw: bool = False) -> bool:
@@ -126,6 +154,7 @@ def result_path(thread_id: str | None, namespace: str, call_id: str, key: str | 
 __all__ = [
     "KEY_SEPARATOR",
     "NO_ID",
+    "SHOWN_HASH",
     "SHOWN_TAIL_CHARS",
     "TAIL_MARK",
     "call_key",

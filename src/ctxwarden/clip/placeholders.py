@@ -23,7 +23,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 
 from ctxwarden.clip.media_files import media_count
-from ctxwarden.clip.names import shown_id
+from ctxwarden.clip.names import record_of, shown_id
 from ctxwarden.core.gist import MAX_LINE_CHARS, Gist, render
 from ctxwarden.core.media import media_of
 from ctxwarden.core.stamp import METADATA_KEY
@@ -51,7 +51,7 @@ def result_placeholder(message: ToolMessage, tokens: int, excerpt: Gist | None =
     The pointer is short, as every call pays for it while the result stays cleared: the tool's name is in the call
     just before it, a long call id is named by its end (`shown_id`), what `recall` returns is in the tool's
     description, and a `…` line marks each span the excerpt leaves out."""
-    record = message.response_metadata.get(METADATA_KEY) or {}
+    record = record_of(message) or {}
     where = f"; full output in {record['path']}" if record.get("evicted") else ""
     media = media_of(message)
     size = f"{tokens:,} tokens" + (f", {media_count(media)}" if media else "")

@@ -36,7 +36,7 @@ from langgraph.prebuilt import InjectedState
 
 from ctxwarden.clip.evict import RECALL_TOOL
 from ctxwarden.clip.media_files import with_media
-from ctxwarden.clip.names import call_key, changed_file, recall_id
+from ctxwarden.clip.names import call_key, changed_file, recall_id, record_of
 from ctxwarden.clip.references import answers, choose, has_key, resolve
 from ctxwarden.clip.render import from_exact
 from ctxwarden.clip.room import answer_share, page_chars, page_room
@@ -48,7 +48,6 @@ from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.pasted import message_text_by_id
 from ctxwarden.core.runtime import step_context
 from ctxwarden.core.shown_schema import ShownSchemaTool, bare_schema
-from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import decode, text_of
 
 DEFAULT_LIMIT = 8_000
@@ -92,7 +91,7 @@ def result_media(messages: list[BaseMessage], reference: str) -> tuple[list[Any]
     message = None if isinstance(resolved, str) else choose(answers(messages, resolved[0]), *resolved)[0]
     if message is None:
         return [], []
-    filed = (message.response_metadata.get(METADATA_KEY) or {}).get("media")
+    filed = (record_of(message) or {}).get("media")
     return media_of(message), [str(p) for p in filed] if isinstance(filed, list) else []
 
 
@@ -114,7 +113,7 @@ def lookup_result(
     message, why = choose(answers(messages, call_id), call_id, key)
     if message is None:
         return None, why
-    record = message.response_metadata.get(METADATA_KEY) or {}
+    record = record_of(message) or {}  # nothing, once the thread's text of it was changed: that text is the original
     if record.get("raw_path") and (raw or not record.get("rendered")):  # made readable only: the original is the raw
         path = str(record["raw_path"])
         scheme = str(record.get("raw_encoding") or "strict")

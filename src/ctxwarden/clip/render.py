@@ -27,7 +27,7 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from ctxwarden.clip.names import content_hash
+from ctxwarden.clip.names import content_hash, with_shown_hash
 from ctxwarden.clip.terminal import render, terminal_output
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.policy import ContextPolicy
@@ -183,13 +183,15 @@ class Arrival:
             "rendered": rendered,
             "key": key,
         }
-        arrived = message.model_copy(
-            update={
-                "content": body
-                if isinstance(message.content, str)
-                else [{"type": "text", "text": body}, *_other_blocks(message)],
-                "response_metadata": {**message.response_metadata, METADATA_KEY: record},
-            }
+        arrived = with_shown_hash(
+            message.model_copy(
+                update={
+                    "content": body
+                    if isinstance(message.content, str)
+                    else [{"type": "text", "text": body}, *_other_blocks(message)],
+                    "response_metadata": {**message.response_metadata, METADATA_KEY: record},
+                }
+            )
         )
         tokens, _counted = self.meter.estimate_tokens(arrived)  # eviction counts it whole if it stays in view
         if scheme == "strict" and tokens >= raw_tokens:  # a few codes cost less than the note that would replace them

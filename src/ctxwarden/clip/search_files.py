@@ -13,20 +13,15 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import BaseMessage
 
 from ctxwarden.clip.media_files import MEDIA_FILE
+from ctxwarden.clip.names import record_of
 from ctxwarden.core.layout import HISTORY_DIR, HISTORY_PART, LARGE_RESULTS_DIR, folder_name
-from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.core.text import decode
 
 Reader = Callable[[Sequence[str]], Mapping[str, str]]
 """Reads backend paths; answers the text of each one it could read."""
-
-
-def record_of(message: BaseMessage) -> Any:
-    """ctxwarden's record on a tool result (`None` on other messages)."""
-    return message.response_metadata.get(METADATA_KEY) if isinstance(message, ToolMessage) else None
 
 
 def own_files(

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from ctxwarden.clip.names import SHOWN_HASH, record_of, with_shown_hash
 from ctxwarden.core.layout import HISTORY_DIR, HISTORY_PART, LARGE_RESULTS_DIR, folder_name
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.stamp import METADATA_KEY
@@ -226,7 +227,9 @@ def _renamed(message: BaseMessage, moved: Mapping[str, str]) -> BaseMessage:
         if isinstance(record.get("media"), list):
             metadata["media"] = [moved.get(str(p), p) for p in record["media"]]
         update["response_metadata"] = {**message.response_metadata, METADATA_KEY: metadata}
-    return message.model_copy(update=update)
+    renamed = message.model_copy(update=update)
+    unedited = isinstance(record, dict) and SHOWN_HASH in record and record_of(message) is not None
+    return with_shown_hash(renamed) if unedited and isinstance(renamed, ToolMessage) else renamed  # the copy's text
 
 
 def _check_complete(part: Sequence[BaseMessage], unit: Unit) -> None:
