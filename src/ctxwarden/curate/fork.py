@@ -17,7 +17,7 @@ cannot read it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,6 +28,7 @@ from ctxwarden.core.layout import HISTORY_DIR, HISTORY_PART, LARGE_RESULTS_DIR, 
 from ctxwarden.core.meter import TokenMeter
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.errors import ForkError
+from ctxwarden.fold.history import renamed_history
 from ctxwarden.fold.state import SUMMARY_SOURCE, Folds, is_summary
 
 PRIVATE_PREFIX = "ctxwarden_"
@@ -138,7 +139,10 @@ def offloaded_paths(text: str, source: str) -> set[str]:
     """Backend paths of the source thread's evicted results and history file named in `text`."""
     own = re.escape(folder_name(source))
     parts = HISTORY_PART.pattern
-    pattern = rf"/{LARGE_RESULTS_DIR}/{own}/[A-Za-z0-9._/-]*[A-Za-z0-9_-]|/{HISTORY_DIR}/{own}(?:/{parts}|\.md)"
+    copied = r"fork-of-[A-Za-z0-9._-]*?(?:-" + parts + r"|\.md)"  # a fork's copy of its own source's history
+    pattern = (
+        rf"/{LARGE_RESULTS_DIR}/{own}/[A-Za-z0-9._/-]*[A-Za-z0-9_-]|/{HISTORY_DIR}/{own}(?:/{parts}|/{copied}|\.md)"
+    )
     return set(re.findall(pattern, text))
 
 
@@ -147,7 +151,7 @@ def relocated(path: str, source: str, target: str) -> str:
     old, new = folder_name(source), folder_name(target)
     if path == f"/{HISTORY_DIR}/{old}.md":
         return f"/{HISTORY_DIR}/{new}/fork-of-{old}.md"
-    if path.startswith(f"/{HISTORY_DIR}/{old}/"):  # a part of the history file (`core.layout.history_part`)
+    if path.startswith(f"/{HISTORY_DIR}/{old}/"):  # a part of the history file (`core.layout.history_part`), or a copy
         return f"/{HISTORY_DIR}/{new}/fork-of-{old}-" + path.removeprefix(f"/{HISTORY_DIR}/{old}/")
     return f"/{LARGE_RESULTS_DIR}/{new}/" + path.removeprefix(f"/{LARGE_RESULTS_DIR}/{old}/")
 
@@ -155,8 +159,8 @@ def relocated(path: str, source: str, target: str) -> str:
 def carry_offloaded(backend: Any, seed: Sequence[BaseMessage], source: str, target: str) -> list[BaseMessage]:
     """Copy the source thread's files that `seed` names into the fork's folders; the seed naming the copies.
 
-    History files are copied with the paths inside them rewritten too (they name evicted
-    results). A file that cannot be read or written keeps its old name.
+    History files are copied with ctxwarden's own lines in them naming the copies (`fold.history.renamed_history`):
+    the folded turns stay as they were said. A file that cannot be read or written keeps its old name.
     """
     if backend is None:
         return list(seed)
@@ -171,20 +175,26 @@ def carry_offloaded(backend: Any, seed: Sequence[BaseMessage], source: str, targ
             if response.error is None and response.content is not None:
                 bodies[path] = response.content
                 pending |= offloaded_paths(response.content.decode("utf-8", "replace"), source)
-    uploads = []
-    for path, body in bodies.items():
-        if path.endswith(".md"):
-            text = body.decode("utf-8", "surrogatepass")
-            for old in sorted(offloaded_paths(text, source), key=len, reverse=True):
-                if old in bodies:
-                    text = text.replace(old, relocated(old, source, target))
-            body = text.encode("utf-8", "surrogatepass")
-        uploads.append((relocated(path, source, target), body))
+
+    def rename(text: str) -> str:
+        for old in sorted(offloaded_paths(text, source), key=len, reverse=True):
+            if old in bodies:
+                text = text.replace(old, relocated(old, source, target))
+        return text
+
+    uploads = [
+        (relocated(path, source, target), _history_copy(body, rename) if path.endswith(".md") else body)
+        for path, body in bodies.items()
+    ]
     answers = backend.upload_files(uploads) if uploads else []
     for (new, _body), path, answer in zip(uploads, list(bodies), answers, strict=True):
         if answer.error is None:
             moved[path] = new
     return [_renamed(m, moved) for m in seed]
+
+
+def _history_copy(body: bytes, rename: Callable[[str], str]) -> bytes:
+    return renamed_history(body.decode("utf-8", "surrogatepass"), rename).encode("utf-8", "surrogatepass")
 
 
 _RECORDED_PATHS = ("path", "raw_path")
@@ -199,16 +209,29 @@ def _all_text(message: BaseMessage) -> str:
     return "\n".join([str(message.content), *paths])
 
 
+_OWN_NOTES = ("\n[ctxwarden: ", "The folded turns are in ")
+"""Where the text ctxwarden wrote into a message begins: an evicted or rendered result's note, a summary's footer."""
+
+
 def _renamed(message: BaseMessage, moved: Mapping[str, str]) -> BaseMessage:
-    """`message` naming the copies in `moved` instead of the originals."""
+    """`message` naming the copies in `moved` instead of the originals, where ctxwarden's own words name them: the
+    note of a result it evicted or rendered (its record says so, and the thread's text is still the one it wrote) and
+    the footer of the summary a fork seeded (this fork's, or its source's when the source is a fork). What the user,
+    the model or a tool said is never rewritten, even where it names a path: every seeded message but those stays
+    exact."""
     names = [old for old in sorted(moved, key=len, reverse=True) if old in _all_text(message)]
-    if not names:
-        return message
+    own = record_of(message) is not None or message.additional_kwargs.get("lc_source") == SUMMARY_SOURCE
+    if not names or not own:
+        return _rerecorded(message, moved)
 
     def swap(text: str) -> str:
+        cut = max(text.rfind(note) for note in _OWN_NOTES)
+        if cut < 0:
+            return text
+        tail = text[cut:]
         for old in names:
-            text = text.replace(old, moved[old])
-        return text
+            tail = tail.replace(old, moved[old])
+        return text[:cut] + tail
 
     content: Any = (
         swap(message.content)
@@ -218,18 +241,22 @@ def _renamed(message: BaseMessage, moved: Mapping[str, str]) -> BaseMessage:
             for b in message.content
         ]
     )
-    update: dict[str, Any] = {"content": content}
-    record = message.response_metadata.get(METADATA_KEY) if isinstance(message, ToolMessage) else None
-    if isinstance(record, dict) and any(record.get(key) in moved for key in _RECORDED_PATHS):
-        metadata = {**record, **{key: moved[record[key]] for key in _RECORDED_PATHS if record.get(key) in moved}}
-        if record.get("path") in moved:
-            metadata["forked_from"] = record["path"]
-        if isinstance(record.get("media"), list):
-            metadata["media"] = [moved.get(str(p), p) for p in record["media"]]
-        update["response_metadata"] = {**message.response_metadata, METADATA_KEY: metadata}
-    renamed = message.model_copy(update=update)
-    unedited = isinstance(record, dict) and SHOWN_HASH in record and record_of(message) is not None
+    renamed = _rerecorded(message.model_copy(update={"content": content}), moved)
+    unedited = isinstance(record := record_of(message), dict) and SHOWN_HASH in record
     return with_shown_hash(renamed) if unedited and isinstance(renamed, ToolMessage) else renamed  # the copy's text
+
+
+def _rerecorded(message: BaseMessage, moved: Mapping[str, str]) -> BaseMessage:
+    """`message` whose record names the copies in `moved` of the files it names."""
+    record = message.response_metadata.get(METADATA_KEY) if isinstance(message, ToolMessage) else None
+    if not (isinstance(record, dict) and any(record.get(key) in moved for key in _RECORDED_PATHS)):
+        return message
+    metadata = {**record, **{key: moved[record[key]] for key in _RECORDED_PATHS if record.get(key) in moved}}
+    if record.get("path") in moved:
+        metadata["forked_from"] = record["path"]
+    if isinstance(record.get("media"), list):
+        metadata["media"] = [moved.get(str(p), p) for p in record["media"]]
+    return message.model_copy(update={"response_metadata": {**message.response_metadata, METADATA_KEY: metadata}})
 
 
 def _check_complete(part: Sequence[BaseMessage], unit: Unit) -> None:

@@ -25,6 +25,7 @@ lines are dropped, never shortened), so nothing in it is a paraphrase.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import fsum
@@ -257,9 +258,18 @@ def render(facts: Facts, max_chars: int) -> str:
     for title, items in zip(_SUBSECTIONS, kinds, strict=True):
         if items:
             out.append(f"### {title}")
-            out.extend(items)
+            out.extend(_quoted_item(item) for item in items)
     out.append(FACTS_END)
     return "\n".join(out)
+
+
+def _quoted_item(item: str) -> str:
+    """`item` with each line that reads as the section's own structure marked as a quote (`> `): a user message
+    holding the line `(end of the quoted facts)` ended the section there, and the next fold took the rest of the
+    message for the summary's own prose, showing it as one of the summary's decisions."""
+    if not any(line.strip() in _STRUCTURE for line in item.split("\n")):
+        return item
+    return "\n".join(f"> {line}" if line.strip() in _STRUCTURE else line for line in item.split("\n"))
 
 
 def _newest_within(users: list[str], max_chars: int) -> list[str]:
@@ -279,8 +289,8 @@ def strip_facts(summary: str) -> str:
     if FACTS_HEADING not in summary:
         return summary
     before, _heading, rest = summary.partition(FACTS_HEADING)
-    _facts, _end, after = rest.partition(FACTS_END)
-    return (before + after).strip()
+    end = re.search(rf"^{re.escape(FACTS_END)}$", rest, flags=re.MULTILINE)  # the line that closes it, alone
+    return (before + (rest[end.end() :] if end else "")).strip()
 
 
 __all__ = [

@@ -32,7 +32,7 @@ import contextlib
 import hashlib
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -239,4 +239,33 @@ async def aappend_section(
     return await arun(appending(backend, path, number, section, base))
 
 
-__all__ = ["aappend_section", "append_section", "appending", "continued_path", "history_path", "staged_path"]
+def renamed_history(text: str, rename: Callable[[str], str]) -> str:
+    """`text`, a history file, with the paths in ctxwarden's own lines passed through `rename`: a part's first line
+    and, in the folded turns, the notes an evicted or rendered result carries (lines opening `[ctxwarden: `); each
+    section's heading states its new length. Every other line, what the user, the model and the tools said, stays as
+    it is. A file whose sections cannot be walked (written before the headings stated lengths, or cut short) keeps
+    the rest as it is."""
+    head = _VOLUME_LINE.match(text)
+    out = [rename(head[0])] if head else []
+    position = head.end() if head else 0
+    while (heading := _HEADING.match(text, position)) is not None and (end := _section_end(text, heading)):
+        line_end = text.find("\n", heading.end()) + 1
+        body = "".join(
+            rename(line) if line.startswith("[ctxwarden: ") else line
+            for line in text[line_end:end].splitlines(keepends=True)
+        )
+        comment = text[heading.end() : line_end]
+        out.append(f"\n\n## fold {heading[1]}\n\n<!-- {len(body)} characters; {comment}{body}")
+        position = end
+    return "".join(out) + text[position:]
+
+
+__all__ = [
+    "aappend_section",
+    "append_section",
+    "appending",
+    "continued_path",
+    "history_path",
+    "renamed_history",
+    "staged_path",
+]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -19,19 +20,33 @@ from ctxwarden.core.text import cut_middle, text_of
 ROLE = {HumanMessage: "USER", AIMessage: "ASSISTANT", ToolMessage: "TOOL RESULT", SystemMessage: "SYSTEM"}
 
 
-def _text(message: BaseMessage) -> str:
-    if isinstance(message, ToolMessage):
-        return text_of(message)
+def _text(message: BaseMessage, *, exact: bool) -> str:
+    """The message's text; a block with none of its own (an image, a thinking block) as its JSON when `exact` (the
+    history file: it dropped them, so an image a user sent, once folded, was in no file and no view), else named."""
     content = message.content
     if isinstance(content, str):
         return content
-    return "\n".join(str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content)
+    if isinstance(message, ToolMessage) and all(not isinstance(b, dict) or "text" in b for b in content):
+        return text_of(message)
+    return "\n".join(_block(b, exact) for b in content)
+
+
+def _block(block: Any, exact: bool) -> str:
+    if not isinstance(block, dict):
+        return str(block)
+    if "text" in block or block.get("type") == "tool_use":  # a call is written from its tool call
+        return str(block.get("text", ""))
+    if exact:
+        return json.dumps(block, ensure_ascii=False, default=str)
+    return f"[{block.get('type', 'content')} block]"
 
 
 def render(message: BaseMessage, *, max_chars: int | None = None) -> str:
-    """One message as a transcript entry (`max_chars` cuts long content in the middle)."""
+    """One message as a transcript entry (`max_chars` cuts long content in the middle, and names each block that
+    holds no text rather than quoting it)."""
     role = next((name for cls, name in ROLE.items() if isinstance(message, cls)), message.type.upper())
-    text = _text(message) if max_chars is None else cut_middle(_text(message), max_chars)
+    exact = max_chars is None
+    text = _text(message, exact=exact) if max_chars is None else cut_middle(_text(message, exact=exact), max_chars)
     parts = []
     if isinstance(message, ToolMessage):
         role = f"{role} ({message.name or 'tool'}, call {message.tool_call_id})"
