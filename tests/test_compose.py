@@ -16,7 +16,7 @@ import pytest
 from deepagents import create_deep_agent
 from deepagents.middleware.summarization import SummarizationMiddleware as DeepSummarization
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, ModelFallbackMiddleware, ModelRequest
+from langchain.agents.middleware import AgentMiddleware, ModelFallbackMiddleware, ModelRequest, ModelRetryMiddleware
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.language_models.model_profile import ModelProfile
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
@@ -25,7 +25,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
-from ctxwarden import CallBudget, ContextPolicy, LayerEdit, context_middleware
+from ctxwarden import CallBudget, ContextPolicy, LayerEdit, TraceStore, context_middleware
 from ctxwarden.core.stamp import METADATA_KEY
 from ctxwarden.replay import ScriptedChatModel, scripted_model
 
@@ -267,3 +267,40 @@ def test_a_fallback_model_with_a_smaller_window_is_sent_calls_that_fit_it(how: s
     assert max(fallback.sizes) <= 16_000
     windows = {m.response_metadata[METADATA_KEY]["window"] for m in out["messages"] if isinstance(m, AIMessage)}
     assert windows == {16_000}
+
+
+class _Flaky(ScriptedChatModel):
+    """Overloaded once on every call: the reply comes on the retry."""
+
+    failed: list[int] = Field(default_factory=list)
+    calls: int = 0
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls % 2 == 1:
+            self.failed.append(self.calls)
+            raise ConnectionError("503 overloaded")
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+@pytest.mark.parametrize("flaky", [False, True])
+def test_a_retry_ahead_of_the_stack_traces_each_batch_and_fold_once(flaky: bool, tmp_path: Path) -> None:
+    """langchain's ModelRetryMiddleware ahead of ctxwarden sends the call again, and ctxwarden shapes it again: each
+    failed attempt's clearing batches and folds were traced too (here every batch twice), and the report counted them.
+    The trace keeps the shaping that was answered."""
+    replies = [AIMessage("", tool_calls=[{"name": "read", "args": {"page": i}, "id": f"r{i}"}]) for i in range(14)]
+    kind = _Flaky if flaky else ScriptedChatModel
+    model = kind(messages=iter([*replies, AIMessage("done")]), profile=ModelProfile(max_input_tokens=6_000))
+    retry = ModelRetryMiddleware(max_retries=2, initial_delay=0.0, jitter=False, retry_on=(ConnectionError,))
+    ctx = context_middleware(trace=tmp_path / "trace.sqlite", summarizer="deterministic")
+    agent = create_agent(model, [read], middleware=[retry, ctx], checkpointer=InMemorySaver())
+    out = agent.invoke({"messages": [("user", "Read the report.")]}, {"configurable": {"thread_id": "retried"}})
+    assert out["messages"][-1].content == "done"
+    assert bool(getattr(model, "failed", [])) == flaky
+    store = TraceStore(tmp_path / "trace.sqlite")
+    batches = [e.payload["tokens_before"] for e in store.events(kind="context_clear")]
+    folds = [e.payload["fold"] for e in store.events(kind="context_compaction")]
+    store.close()
+    assert batches
+    assert len(batches) == len(set(batches))  # before: a batch made for a failed attempt was traced again
+    assert len(folds) == len(set(folds))

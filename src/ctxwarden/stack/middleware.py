@@ -182,8 +182,6 @@ class ContextWindowMiddleware(AgentMiddleware):
             shaped, measure = self._begun(request, retry)
             for layer in (*self.layers, self.note):
                 shaped.take(layer, layer.shape(shaped.request, shaped.budget), measure, last=layer is self.note)
-            if not refused_ahead(shaped.budget):  # else the forced round's events stand for the call
-                self.recorder.record_all(shaped.events)  # lifecycle events are written in the call, in the gate too
             return shaped
 
     async def _ashape(self, request: ModelRequest[Any], retry: Retry | None = None) -> ShapedCall:
@@ -191,8 +189,6 @@ class ContextWindowMiddleware(AgentMiddleware):
             shaped, measure = self._begun(request, retry)
             for layer in (*self.layers, self.note):
                 shaped.take(layer, await layer.ashape(shaped.request, shaped.budget), measure, last=layer is self.note)
-            if not refused_ahead(shaped.budget):
-                await self.recorder.arecord_all(shaped.events)
             return shaped
 
     # --- model calls ------------------------------------------------------------
@@ -228,6 +224,9 @@ class ContextWindowMiddleware(AgentMiddleware):
                     shaped = self._shape(request, forced(shaped.budget))
                 refusals.keep(shaped)
         with FOREGROUND.call():  # the trace written in the call too: background work waits for it
+            # the lifecycle events of the shaping that was answered alone: a middleware ahead that retries the call, or
+            # falls back to another model, shapes it again, and each attempt's batches and folds were traced as made
+            self.recorder.record_all(shaped.events)
             self._answer(shaped)
             result, events = self._finish(response, shaped)
             if asks_for_tools(result):  # the tools run next: the usage event is written meanwhile, off the call's path
@@ -269,6 +268,7 @@ class ContextWindowMiddleware(AgentMiddleware):
                     shaped = await self._ashape(request, forced(shaped.budget))
                 refusals.keep(shaped)
         with FOREGROUND.call():
+            await self.recorder.arecord_all(shaped.events)
             self._answer(shaped)
             result, events = self._finish(response, shaped)
             if asks_for_tools(result):
