@@ -71,13 +71,11 @@ class Retry:
 
     window: Window
     force: bool
-    state: dict[str, Any]
-    """The state update that keeps a window the refusal stated, for the thread's later calls."""
 
 
 def forced(budget: CallBudget) -> Retry:
     """The forced round, for the window `budget` was measured against."""
-    return Retry(budget.window, True, {})
+    return Retry(budget.window, True)
 
 
 class Refusals:
@@ -92,6 +90,7 @@ class Refusals:
         self.meter = meter
         self.count = 0
         self.stated: dict[str, Any] = {}
+        """The state update that keeps a window a refusal stated, for the thread's later calls."""
 
     def retry(self, error: Exception, refused: ShapedCall, first: ShapedCall | None) -> Retry:
         """How the call is shaped next; raises `ContextStillTooLargeError` when it was forced already."""
@@ -99,7 +98,7 @@ class Refusals:
         if first is None:
             window, self.stated = learned(refused.budget.window, error, self.state)
             if self.stated:
-                return Retry(window, False, self.stated)
+                return Retry(window, False)
         if not refused.budget.force:
             return forced(refused.budget)
         assert first is not None  # a forced call followed one shaped as usual
