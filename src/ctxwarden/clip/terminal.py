@@ -183,18 +183,13 @@ def _visible(text: str) -> str:
     start = 0
     while start < len(text):
         end = text.find("\n", start + SUB_BLOCK_CHARS) + 1 or len(text)
-        title = _last_string(text, start, end)  # a title or an image may hold line breaks: its block ends after it
+        title = max(text.rfind(o, start, end) for o in _STRING_STARTS)  # a title or an image may hold line breaks
         while title >= 0 and (found := _INVISIBLE.match(text, title)) is not None and found.end() >= end < len(text):
             end = text.find("\n", found.end()) + 1 or len(text)
-            title = _last_string(text, found.end(), end)
+            title = max(text.rfind(o, found.end(), end) for o in _STRING_STARTS)
         blocks.append(_INVISIBLE.sub("", text[start:end]))
         start = end
     return "".join(blocks)
-
-
-def _last_string(text: str, start: int, end: int) -> int:
-    """Where the last control string opened in `text[start:end]` begins (`-1`: none opens there)."""
-    return max(text.rfind(opener, start, end) for opener in _STRING_STARTS)
 
 
 def _each_line(text: str, begin: int, end: int, run: _Run) -> Iterator[str]:
