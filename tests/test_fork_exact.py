@@ -21,21 +21,13 @@ from langchain_core.tools import tool
 from ctxwarden import DETERMINISTIC, Session, ThreadIsolatedBackend
 from ctxwarden.fold.history import _section_start
 from ctxwarden.replay import scripted_model
-
-THOUGHT = "Reasoning about the next step in some detail. " * 40
+from pages import steps
 
 
 @tool
 def fetch(page: int) -> str:
     """Fetch a page."""
     return f"UNIQUE-PAGE-{page}-MARK " + "data " * 150
-
-
-def _steps(count: int, start: int = 0) -> list[AIMessage]:
-    return [
-        AIMessage(THOUGHT, tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"f{i}"}])
-        for i in range(start, start + count)
-    ]
 
 
 def _session(state_dir: Path, replies: list[AIMessage], thread: str = "src") -> Session:
@@ -50,7 +42,7 @@ def _session(state_dir: Path, replies: list[AIMessage], thread: str = "src") -> 
 
 def test_a_fork_keeps_a_users_words_that_name_the_sources_files(tmp_path: Path) -> None:
     said = "please never touch /conversation_history/src.md, I keep my notes in it"
-    replies = [*_steps(3), AIMessage("first done"), AIMessage("second done")]
+    replies = [*steps(3), AIMessage("first done"), AIMessage("second done")]
     with _session(tmp_path, replies) as source:
         source.invoke("first task")
         source.compact()
@@ -93,7 +85,7 @@ def test_a_forks_copy_of_the_history_keeps_the_folded_turns_as_they_were_said(tm
 
 
 def test_a_fork_of_a_fork_reads_the_history_its_summary_names(tmp_path: Path) -> None:
-    replies = [*_steps(4), AIMessage("first done"), AIMessage("second done")]
+    replies = [*steps(4), AIMessage("first done"), AIMessage("second done")]
     with _session(tmp_path, replies) as source:
         source.invoke("first task")
         source.compact()

@@ -16,22 +16,7 @@ from langchain_core.tools import tool
 from ctxwarden import DETERMINISTIC, ContextPolicy, CtxwardenError, ForkError, Session, create_context_agent
 from ctxwarden.replay import scripted_model
 from ctxwarden.trace import TraceStore
-
-# ~400 tokens of assistant text per step; where a test sets clear_call_text=False it stays in view and fills the window
-THOUGHT = "Reasoning about the next step in some detail. " * 40
-
-
-@tool
-def fetch(page: int) -> str:
-    """Fetch a page."""
-    return f"page {page}: " + "data " * 150
-
-
-def _steps(n: int, start: int = 0) -> list[AIMessage]:
-    return [
-        AIMessage(THOUGHT, tool_calls=[{"name": "fetch", "args": {"page": i}, "id": f"f{i}"}])
-        for i in range(start, start + n)
-    ]
+from pages import fetch, steps
 
 
 def _stamp(values: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +42,7 @@ async def test_async_session(state_dir: Path) -> None:
 
 
 def test_switching_to_a_small_window_and_back(state_dir: Path) -> None:
-    big = scripted_model([*_steps(16), AIMessage("big done"), AIMessage("big again")], window=200_000, name="big")
+    big = scripted_model([*steps(16), AIMessage("big done"), AIMessage("big again")], window=200_000, name="big")
     small = scripted_model(["small done"], window=8_000, name="small")
     policy = ContextPolicy(clear_call_text=False)  # clearing alone cannot bring THOUGHT under the small window
     with Session(big, [fetch], state_dir=state_dir, summarizer=DETERMINISTIC, policy=policy) as session:
@@ -125,7 +110,7 @@ def test_reopening_the_state_dir_in_a_new_process_resumes_the_thread(state_dir: 
 
 
 def test_compact_from_the_session(state_dir: Path) -> None:
-    model = scripted_model([*_steps(4), AIMessage("done"), AIMessage("after")], window=200_000)
+    model = scripted_model([*steps(4), AIMessage("done"), AIMessage("after")], window=200_000)
     with Session(model, [fetch], state_dir=state_dir, summarizer=DETERMINISTIC) as session:
         session.invoke("go")
         record = session.compact("keep the page numbers")
@@ -149,7 +134,7 @@ def _snapshot(session: Session) -> str:
 
 
 def test_fork_chosen_turns_and_folds(state_dir: Path) -> None:
-    replies = [*_steps(3), AIMessage("first done"), AIMessage("second done"), *_steps(2, 10), AIMessage("third done")]
+    replies = [*steps(3), AIMessage("first done"), AIMessage("second done"), *steps(2, 10), AIMessage("third done")]
     with Session(scripted_model(replies, window=200_000), [fetch], state_dir=state_dir, summarizer=DETERMINISTIC) as s:
         s.invoke("first task")
         s.invoke("second task")
